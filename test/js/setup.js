@@ -1,0 +1,34 @@
+// jsdom lacks a few browser APIs that @lumino and plotly touch at import time.
+const util = require('util');
+if (typeof globalThis.TextEncoder === 'undefined') {
+  globalThis.TextEncoder = util.TextEncoder;
+  globalThis.TextDecoder = util.TextDecoder;
+}
+if (typeof globalThis.DragEvent === 'undefined') {
+  globalThis.DragEvent = class DragEvent extends Event {};
+}
+class NoopObserver {
+  observe() {}
+  unobserve() {}
+  disconnect() {}
+  takeRecords() {
+    return [];
+  }
+}
+globalThis.ResizeObserver = globalThis.ResizeObserver || NoopObserver;
+globalThis.IntersectionObserver = globalThis.IntersectionObserver || NoopObserver;
+if (!window.matchMedia) {
+  window.matchMedia = () => ({
+    matches: false,
+    addListener() {},
+    removeListener() {},
+    addEventListener() {},
+    removeEventListener() {},
+    dispatchEvent: () => false
+  });
+}
+window.scrollTo = window.scrollTo || (() => undefined);
+if (!window.URL.createObjectURL) {
+  window.URL.createObjectURL = () => 'blob:stub';
+}
+HTMLCanvasElement.prototype.getContext = () => null;
