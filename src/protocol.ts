@@ -1,0 +1,207 @@
+/**
+ * vramscope comm protocol v1 — the TypeScript mirror of docs/protocol.md and
+ * python_bridge/vramscope/protocol.py. Shapes only; validation lives in `validate.ts`.
+ */
+
+export const PROTOCOL_VERSION = '1.0.0';
+export const COMM_TARGET = 'vramscope';
+
+export type Channel = 'stream' | 'control';
+export type DeviceId = string;
+
+export interface IDeviceInfo {
+  id: DeviceId;
+  kind: 'cpu' | 'cuda' | 'mps';
+  name: string;
+  total_bytes: number | null;
+  used_bytes: number;
+  reserved_bytes: number | null;
+  initialized: boolean;
+  source: string;
+}
+
+export interface IDeviceDelta {
+  before_bytes: number;
+  after_bytes: number;
+  delta_bytes: number;
+  peak_delta_bytes: number;
+}
+
+export interface ICellRecord {
+  cell_id: string | null;
+  execution_count: number | null;
+  start_time: number;
+  duration: number;
+  ok: boolean;
+  error_type: string | null;
+  oom: boolean;
+  code_head: string;
+  devices: { [id: DeviceId]: IDeviceDelta };
+}
+
+export interface ISampleValues {
+  used: number;
+  reserved?: number;
+  peak?: number;
+  device_used?: number;
+  device_total?: number;
+}
+
+export interface ISample {
+  t: number;
+  d: { [id: DeviceId]: ISampleValues };
+}
+
+export interface ISettings {
+  sample_hz: number;
+  cuda_peak_policy: 'reset' | 'preserve';
+  insight: boolean;
+  insight_budget_ms: number;
+  history_limit: number;
+}
+
+export interface ILayerInfo {
+  path: string;
+  type: string;
+  saved_bytes: number;
+  peak_saved_bytes: number;
+  output_shape: number[] | null;
+  param_bytes: number;
+  grad_bytes: number;
+}
+
+export interface IBreakdown {
+  total_bytes: number;
+  parameters: number;
+  gradients: number;
+  optimizer_state: number;
+  activations: number;
+  other: number;
+  reserved_free?: number;
+  outside_pytorch?: number;
+}
+
+export interface IHolder {
+  name: string;
+  kind: string;
+  bytes: number;
+  explanation: string;
+  fix: string;
+}
+
+export interface IInsight {
+  model: string | null;
+  layers: ILayerInfo[];
+  breakdown: { [id: DeviceId]: IBreakdown };
+  holders: IHolder[];
+  scan_ms: number;
+  skipped: string | null;
+}
+
+export interface IKernelInfo {
+  pid: number;
+  python: string;
+  torch_version: string | null;
+  cuda_available: boolean;
+  mps_available: boolean;
+}
+
+export type ErrorCode =
+  | 'protocol_mismatch'
+  | 'invalid_message'
+  | 'unknown_type'
+  | 'unknown_method'
+  | 'invalid_params'
+  | 'internal';
+
+// ---- kernel -> front end -------------------------------------------------
+
+export interface IHelloMessage {
+  type: 'hello';
+  protocol_version: string;
+  bridge_version: string;
+  session_id: string;
+  kernel: IKernelInfo;
+  devices: IDeviceInfo[];
+  settings: ISettings;
+  cells: ICellRecord[];
+  warnings: string[];
+}
+
+export interface ICellMessage {
+  type: 'cell';
+  record: ICellRecord;
+  devices: IDeviceInfo[];
+}
+
+export interface ISamplesMessage {
+  type: 'samples';
+  samples: ISample[];
+  dropped: number;
+}
+
+export interface IDevicesMessage {
+  type: 'devices';
+  devices: IDeviceInfo[];
+}
+
+export interface IInsightMessage {
+  type: 'insight';
+  insight: IInsight;
+}
+
+export interface INoticeMessage {
+  type: 'notice';
+  level: 'info' | 'warning';
+  message: string;
+}
+
+export interface IErrorMessage {
+  type: 'error';
+  code: ErrorCode;
+  message: string;
+  in_reply_to: string | null;
+}
+
+export interface IReplyMessage {
+  type: 'reply';
+  id: string;
+  ok: true;
+  result: unknown;
+}
+
+export type KernelMessage =
+  | IHelloMessage
+  | ICellMessage
+  | ISamplesMessage
+  | IDevicesMessage
+  | IInsightMessage
+  | INoticeMessage
+  | IErrorMessage
+  | IReplyMessage;
+
+// ---- front end -> kernel (control channel) --------------------------------
+
+/** Typed request map: params and result per method. */
+export interface IRequestMap {
+  get_report: {
+    params: Record<string, never>;
+    result: Record<string, unknown>;
+  };
+  get_devices: {
+    params: Record<string, never>;
+    result: { devices: IDeviceInfo[] };
+  };
+  set_settings: { params: Partial<ISettings>; result: { settings: ISettings } };
+  get_insight: { params: { model?: string }; result: { insight: IInsight } };
+  clear_history: { params: Record<string, never>; result: { cleared: number } };
+}
+
+export type Method = keyof IRequestMap;
+
+export interface IRequestMessage<M extends Method = Method> {
+  type: 'request';
+  id: string;
+  method: M;
+  params: IRequestMap[M]['params'];
+}
