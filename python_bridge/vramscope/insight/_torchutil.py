@@ -1,0 +1,84 @@
+"""Small torch helpers shared by the insight modules: storage keys, sizes, device names.
+
+Nothing here keeps a reference to a tensor: storages are identified by
+``(device id, data_ptr)`` integers/strings only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any, Optional
+
+import torch
+
+StorageKey = tuple[str, int]
+
+_DEVICE_NAMES: dict[Any, str] = {}
+
+
+def device_id(device: torch.device) -> str:
+    """``"cpu"``, ``"cuda:0"``, ``"mps"``: the protocol's DeviceId for a torch device."""
+    name = _DEVICE_NAMES.get(device)
+    if name is None:
+        if device.type == "cuda":
+            index = device.index if device.index is not None else torch.cuda.current_device()
+            name = f"cuda:{index}"
+        else:
+            name = device.type
+        _DEVICE_NAMES[device] = name
+    return name
+
+
+def storage_info(t: torch.Tensor) -> Optional[tuple[StorageKey, int]]:
+    """The storage key and storage byte size of a tensor, or None (sparse, fake, meta...)."""
+    try:
+        storage = t.untyped_storage()
+        ptr = storage.data_ptr()
+        if ptr == 0:
+            return None
+        return (device_id(t.device), ptr), storage.nbytes()
+    except Exception:
+        return None
+
+
+def module_tensors(module: torch.nn.Module) -> Iterator[torch.Tensor]:
+    """Parameters and buffers of a module tree (each tensor object once)."""
+    yield from module.parameters()
+    for buf in module.buffers():
+        if buf is not None:
+            yield buf
+
+
+def optimizer_state_tensors(optimizer: torch.optim.Optimizer) -> Iterator[torch.Tensor]:
+    """Every tensor stored in ``optimizer.state`` (lazy: empty before the first step)."""
+    for per_param in list(optimizer.state.values()):
+        if isinstance(per_param, dict):
+            for value in list(per_param.values()):
+                if isinstance(value, torch.Tensor):
+                    yield value
+
+
+def optimizer_params(optimizer: torch.optim.Optimizer) -> Iterator[torch.Tensor]:
+    for group in optimizer.param_groups:
+        for p in group.get("params", ()):
+            if isinstance(p, torch.Tensor):
+                yield p
+
+
+def storage_keys(tensors: Iterable[torch.Tensor]) -> set[StorageKey]:
+    keys: set[StorageKey] = set()
+    for t in tensors:
+        info = storage_info(t)
+        if info is not None:
+            keys.add(info[0])
+    return keys
+
+
+def param_bytes(module: torch.nn.Module) -> int:
+    """Bytes of a module tree's parameters, deduplicated by storage (tied weights once)."""
+    seen: dict[StorageKey, int] = {}
+    for p in module.parameters():
+        info = storage_info(p)
+        if info is not None:
+            seen[info[0]] = info[1]
+    return sum(seen.values())

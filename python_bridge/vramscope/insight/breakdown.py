@@ -1,0 +1,155 @@
+"""Per-device memory breakdown: parameters, gradients, optimizer state, activations, other.
+
+Rule: every storage is counted once, in the first category that claims it, in the order
+parameters (incl. buffers) -> gradients -> optimizer state -> activations. ``other`` is the
+measured total minus those parts, so the parts add up to ``total_bytes`` exactly; when the parts
+exceed the measured total (a different allocator, an injected total), ``other`` is clamped to 0
+and the excess is reported as ``clamped_bytes``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from typing import Any, Callable, Optional
+
+import torch
+
+from ._torchutil import (
+    StorageKey,
+    module_tensors,
+    optimizer_params,
+    optimizer_state_tensors,
+    storage_info,
+)
+
+TotalFn = Callable[[str], Optional[int]]
+CATEGORIES = ("parameters", "gradients", "optimizer_state", "activations")
+
+
+_CPU_READER: list[Callable[[], int]] = []
+
+
+def cpu_in_use_bytes() -> Optional[int]:
+    """The bridge's CPU in-use bytes (glibc mallinfo2, RSS under another malloc).
+
+    Reuses ``vramscope.devices.cpu``; falls back to RSS from ``/proc/self/statm``.
+    """
+    if not _CPU_READER:
+        try:
+            from ..devices.cpu import CpuDevice
+
+            _CPU_READER.append(CpuDevice().in_use)
+        except Exception:
+            _CPU_READER.append(_rss)
+    try:
+        return int(_CPU_READER[0]())
+    except Exception:
+        return None
+
+
+def _rss() -> int:
+    with open("/proc/self/statm", "rb") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+class _Claims:
+    """Storage -> category, first claim wins; sums bytes per (device, category)."""
+
+    def __init__(self) -> None:
+        self.seen: set[StorageKey] = set()
+        self.sums: dict[str, dict[str, int]] = {}
+
+    def add(self, category: str, tensors: Iterable[Any]) -> None:
+        for t in tensors:
+            if isinstance(t, torch.Tensor):
+                info = storage_info(t)
+                if info is not None:
+                    self.add_key(category, info[0], info[1])
+
+    def add_key(self, category: str, key: StorageKey, nbytes: int) -> None:
+        if key in self.seen:
+            return
+        self.seen.add(key)
+        per_dev = self.sums.setdefault(key[0], dict.fromkeys(CATEGORIES, 0))
+        per_dev[category] += nbytes
+
+
+def _grads(tensors: Iterable[torch.Tensor]) -> Iterable[torch.Tensor]:
+    for p in tensors:
+        g = p.grad
+        if g is not None:
+            yield g
+
+
+def compute_breakdown(
+    modules: Iterable[torch.nn.Module],
+    optimizers: Iterable[torch.optim.Optimizer],
+    activations: dict[StorageKey, int],
+    total_fn: Optional[TotalFn] = None,
+) -> dict[str, dict[str, int]]:
+    """The protocol's ``breakdown`` map ``{device id: Breakdown}``."""
+    modules = list(modules)
+    optimizers = list(optimizers)
+    params: list[torch.Tensor] = []
+    for m in modules:
+        params.extend(module_tensors(m))
+    for opt in optimizers:
+        params.extend(optimizer_params(opt))
+    claims = _Claims()
+    claims.add("parameters", params)
+    claims.add("gradients", _grads(params))
+    for opt in optimizers:
+        claims.add("optimizer_state", optimizer_state_tensors(opt))
+    for key, nbytes in activations.items():
+        claims.add_key("activations", key, nbytes)
+
+    devices = set(claims.sums) | {"cpu"} | _initialized_cuda_devices()
+    out: dict[str, dict[str, int]] = {}
+    for dev in sorted(devices):
+        parts = claims.sums.get(dev, dict.fromkeys(CATEGORIES, 0))
+        measured = total_fn(dev) if total_fn is not None else None
+        extra: dict[str, int] = {}
+        if measured is None:
+            measured, extra = _measure(dev)
+        if measured is None:
+            continue
+        rest = sum(parts.values())
+        entry = {"total_bytes": int(measured), **parts, "other": max(0, measured - rest)}
+        if rest > measured:
+            entry["clamped_bytes"] = rest - measured
+        entry.update(extra)
+        out[dev] = entry
+    return out
+
+
+def _initialized_cuda_devices() -> set[str]:
+    try:
+        if not torch.cuda.is_initialized():
+            return set()
+        return {f"cuda:{i}" for i in range(torch.cuda.device_count())}
+    except Exception:
+        return set()
+
+
+def _measure(dev: str) -> tuple[Optional[int], dict[str, int]]:
+    """Measured in-use bytes of a device, plus its extra CUDA fields."""
+    if dev == "cpu":
+        return cpu_in_use_bytes(), {}
+    if dev.startswith("cuda:"):
+        if not torch.cuda.is_initialized():
+            return None, {}
+        idx = int(dev.split(":", 1)[1])
+        allocated = int(torch.cuda.memory_allocated(idx))
+        reserved = int(torch.cuda.memory_reserved(idx))
+        free, total = torch.cuda.mem_get_info(idx)
+        return allocated, {
+            "reserved_free": max(0, reserved - allocated),
+            "outside_pytorch": max(0, int(total - free) - reserved),
+        }
+    if dev == "mps":
+        try:
+            return int(torch.mps.current_allocated_memory()), {}
+        except Exception:
+            return None, {}
+    return None, {}

@@ -1,0 +1,260 @@
+"""InsightEngine: the kernel-side entry point for model insight (issue 4).
+
+Produces the protocol's ``Insight`` dict (docs/protocol.md): per-layer saved activations of
+the watched model, a per-device breakdown and the list of memory holders. Every public method
+catches its own failures and returns a valid (possibly empty) Insight whose ``skipped`` says
+why; the output is JSON-serialisable. Hooks are installed on the calling thread (the kernel's
+main thread): saved-tensor hooks are thread-local.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import weakref
+from typing import Any, Optional, Union
+
+import torch
+
+from ._torchutil import (
+    StorageKey,
+    module_tensors,
+    optimizer_params,
+    param_bytes,
+    storage_info,
+    storage_keys,
+)
+from .activations import ActivationTracker, LayerStat
+from .breakdown import TotalFn, compute_breakdown
+from .holders import ScanLimits, scan_holders, user_items
+
+OTHER = "<other>"
+SNAPSHOT_BUDGET_MS = 2000.0
+
+
+def empty_insight(reason: Optional[str] = None) -> dict[str, Any]:
+    return {
+        "model": None,
+        "layers": [],
+        "breakdown": {},
+        "holders": [],
+        "scan_ms": 0.0,
+        "skipped": reason,
+    }
+
+
+class InsightEngine:
+    """Model insight over an IPython shell's namespace (or a plain dict in tests).
+
+    Args:
+        shell: the IPython shell; its ``user_ns`` is scanned. May be None.
+        namespace: the namespace to scan when ``shell`` is None.
+        total_fn: ``device id -> measured in-use bytes or None``; None falls back to the
+            engine's own measurement (glibc mallinfo2 for cpu, the allocator for CUDA).
+        min_holder_bytes: holders smaller than this are dropped.
+        max_layers: at most this many module rows (named_modules order).
+    """
+
+    def __init__(
+        self,
+        shell: Any = None,
+        *,
+        namespace: Optional[dict[str, Any]] = None,
+        total_fn: Optional[TotalFn] = None,
+        min_holder_bytes: int = 1 << 20,
+        max_layers: int = 1000,
+    ) -> None:
+        self._shell = shell
+        self._namespace = namespace
+        self._total_fn = total_fn
+        self._limits = ScanLimits(min_bytes=min_holder_bytes)
+        self._max_layers = max_layers
+        self._tracker = ActivationTracker()
+        self._watched_name: Optional[str] = None
+        self._watched_ref: Optional[weakref.ReferenceType[torch.nn.Module]] = None
+        self.last_insight: dict[str, Any] = empty_insight()
+
+    # -- public API --------------------------------------------------------------------
+
+    def install(self) -> None:
+        """Installs the activation hooks once (idempotent); never raises."""
+        with contextlib.suppress(Exception):
+            self._tracker.install()
+
+    def uninstall(self) -> None:
+        with contextlib.suppress(Exception):
+            self._tracker.uninstall()
+
+    @property
+    def tracker(self) -> ActivationTracker:
+        return self._tracker
+
+    def watch(self, model_or_name: Union[str, torch.nn.Module, None]) -> None:
+        """Chooses the model whose layers are reported (a namespace name or the module)."""
+        try:
+            if model_or_name is None or isinstance(model_or_name, str):
+                self._watched_name = model_or_name
+                self._watched_ref = None
+            elif isinstance(model_or_name, torch.nn.Module):
+                self._watched_ref = weakref.ref(model_or_name)
+                self._watched_name = self._name_of(model_or_name)
+        except Exception:
+            pass
+
+    def after_cell(self, budget_ms: float = 20.0) -> dict[str, Any]:
+        """The Insight after a cell; resets the stack and the per-layer peaks."""
+        try:
+            insight = self._insight(None, budget_ms)
+            self._tracker.reset_stack()
+            self._tracker.reset_peaks()
+            self.last_insight = insight
+            return insight
+        except Exception as exc:
+            return empty_insight(f"insight failed: {type(exc).__name__}: {exc}")
+
+    def snapshot(self, model: Optional[str] = None) -> dict[str, Any]:
+        """An Insight on demand (generous budget); ``model`` overrides the watched model."""
+        try:
+            return self._insight(model, SNAPSHOT_BUDGET_MS)
+        except Exception as exc:
+            return empty_insight(f"insight failed: {type(exc).__name__}: {exc}")
+
+    # -- internals ---------------------------------------------------------------------
+
+    def _ns(self) -> dict[str, Any]:
+        if self._shell is not None:
+            ns = getattr(self._shell, "user_ns", None)
+            if isinstance(ns, dict):
+                return ns
+        return self._namespace if self._namespace is not None else {}
+
+    def _hidden(self) -> Any:
+        return getattr(self._shell, "user_ns_hidden", {}) if self._shell is not None else {}
+
+    def _name_of(self, obj: object) -> Optional[str]:
+        for name, value in user_items(self._ns(), self._hidden()):
+            if value is obj:
+                return name
+        return None
+
+    def _insight(self, model_override: Optional[str], budget_ms: float) -> dict[str, Any]:
+        start = time.perf_counter()
+        deadline = start + budget_ms / 1000.0
+        items = user_items(self._ns(), self._hidden())
+        modules = [(n, v) for n, v in items if isinstance(v, torch.nn.Module)]
+        optimizers = [v for _, v in items if isinstance(v, torch.optim.Optimizer)]
+        name, model = self._choose(modules, model_override)
+        all_modules = [m for _, m in modules]
+        if model is not None and not any(m is model for m in all_modules):
+            all_modules.append(model)
+
+        excluded: set[StorageKey] = set()
+        for m in all_modules:
+            excluded |= storage_keys(module_tensors(m))
+        for opt in optimizers:
+            excluded |= storage_keys(optimizer_params(opt))
+        self._tracker.set_excluded(excluded)
+
+        layers = self._layers(model)
+        breakdown = compute_breakdown(
+            all_modules, optimizers, self._tracker.live_storages(), self._total_fn
+        )
+        holders, skipped = scan_holders(self._ns(), self._shell, deadline, self._limits, excluded)
+        if skipped is not None:
+            skipped = f"{skipped}; budget {budget_ms:g} ms"
+        return {
+            "model": name,
+            "layers": layers,
+            "breakdown": breakdown,
+            "holders": holders,
+            "scan_ms": round((time.perf_counter() - start) * 1000.0, 3),
+            "skipped": skipped,
+        }
+
+    def _choose(
+        self, modules: list[tuple[str, torch.nn.Module]], override: Optional[str]
+    ) -> tuple[Optional[str], Optional[torch.nn.Module]]:
+        by_name = dict(modules)
+        if override is not None:
+            return (override, by_name[override]) if override in by_name else (override, None)
+        watched = self._watched_ref() if self._watched_ref is not None else None
+        if watched is not None:
+            found = next((n for n, m in modules if m is watched), None)
+            return found or self._watched_name or f"<{type(watched).__name__}>", watched
+        if self._watched_name is not None and self._watched_name in by_name:
+            return self._watched_name, by_name[self._watched_name]
+        if not modules:
+            return None, None
+        sizes = [(param_bytes(m), -i, n, m) for i, (n, m) in enumerate(modules)]
+        best = max(sizes, key=lambda s: (s[0], s[1]))
+        return best[2], best[3]
+
+    def _layers(self, model: Optional[torch.nn.Module]) -> list[dict[str, Any]]:
+        stats = self._tracker.layer_stats()
+        rows: list[dict[str, Any]] = []
+        row_of: dict[int, dict[str, Any]] = {}
+        seen: set[StorageKey] = set()
+        if model is not None:
+            for path, mod in model.named_modules():
+                if len(rows) >= self._max_layers:
+                    break
+                stat = stats.get(id(mod)) or LayerStat(type(mod).__name__)
+                own, grads = _own_param_bytes(mod, seen)
+                row = {
+                    "path": path,
+                    "type": type(mod).__name__,
+                    "saved_bytes": stat.saved_bytes,
+                    "peak_saved_bytes": stat.peak_saved_bytes,
+                    "output_shape": stat.output_shape,
+                    "param_bytes": own,
+                    "grad_bytes": grads,
+                }
+                rows.append(row)
+                row_of[id(mod)] = row
+        other = {"saved_bytes": 0, "peak_saved_bytes": 0}
+        for mid, stat in list(stats.items()):
+            if mid in row_of or (stat.saved_bytes == 0 and stat.peak_saved_bytes == 0):
+                continue
+            target = self._tracked_ancestor(mid, row_of) or other
+            target["saved_bytes"] += stat.saved_bytes
+            target["peak_saved_bytes"] += stat.peak_saved_bytes
+        if other["saved_bytes"] or other["peak_saved_bytes"]:
+            rows.append(
+                {
+                    "path": OTHER,
+                    "type": "",
+                    **other,
+                    "output_shape": None,
+                    "param_bytes": 0,
+                    "grad_bytes": 0,
+                }
+            )
+        self._tracker.prune(set(row_of))
+        return rows
+
+    def _tracked_ancestor(
+        self, mid: int, row_of: dict[int, dict[str, Any]]
+    ) -> Optional[dict[str, Any]]:
+        hops = 0
+        while mid and hops < 256:
+            mid = self._tracker.parent_of(mid)
+            if mid in row_of:
+                return row_of[mid]
+            hops += 1
+        return None
+
+
+def _own_param_bytes(module: torch.nn.Module, seen: set[StorageKey]) -> tuple[int, int]:
+    """A module's own (non-recursive) parameter and gradient bytes, each storage once."""
+    params = grads = 0
+    for p in module.parameters(recurse=False):
+        info = storage_info(p)
+        if info is not None and info[0] not in seen:
+            seen.add(info[0])
+            params += info[1]
+        g = p.grad
+        ginfo = storage_info(g) if g is not None else None
+        if ginfo is not None and ginfo[0] not in seen:
+            seen.add(ginfo[0])
+            grads += ginfo[1]
+    return params, grads

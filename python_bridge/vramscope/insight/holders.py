@@ -1,0 +1,375 @@
+"""Who holds memory: namespace variables, IPython's output cache, kept tracebacks, graphs.
+
+Deduplication rule: holders are scanned in a fixed order (namespace variables in namespace
+order, then the output cache, then kept tracebacks) and each storage ``(device, data_ptr)`` is
+counted for the FIRST holder that reaches it. A later holder reports only the storages nobody
+before it reached, so holders never count the same bytes twice and the listed bytes are what
+``del``-ing that holder alone could free, at most. Holders below ``min_bytes`` are dropped.
+
+Autograd graphs are walked through ``grad_fn.next_functions`` and each node's
+``_raw_saved_*`` slots; ``SavedTensor.data`` is read, which never runs unpack hooks (no
+recompute under checkpointing). Saved tensors packed by foreign hooks into non-tensor objects
+are not seen.
+
+The scan stops when the deadline passes; the result is then partial and says so.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+import types
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import torch
+
+from ._torchutil import StorageKey, module_tensors, optimizer_state_tensors, storage_info
+
+_IPYTHON_NAMES = frozenset(
+    {"In", "Out", "_ih", "_oh", "_dh", "_i", "_ii", "_iii", "_", "__", "___", "exit", "quit"}
+)
+_HISTORY_NAME = re.compile(r"^_(i+|i?\d+)$")
+_SKIP_TYPES = (
+    types.ModuleType,
+    types.FunctionType,
+    types.BuiltinFunctionType,
+    types.MethodType,
+    type,
+    str,
+    bytes,
+    int,
+    float,
+    complex,
+    bool,
+    type(None),
+)
+_CONTAINERS = (list, tuple, dict, set, frozenset)
+
+
+@dataclass
+class ScanLimits:
+    max_items: int = 2000  # elements visited per holder before the walk is capped
+    max_depth: int = 3  # container nesting followed
+    max_graph_nodes: int = 5000  # grad_fn nodes per scan
+    min_bytes: int = 1 << 20  # holders below this are dropped
+
+
+class OverBudget(Exception):
+    pass
+
+
+@dataclass
+class _Tally:
+    bytes: int = 0
+    tensors: int = 0
+    graphs: int = 0
+    graph_bytes: int = 0
+    saved: int = 0
+    items: int = 0
+    capped: bool = False
+    names: list[str] = field(default_factory=list)
+
+
+class HolderScanner:
+    """One scan; holds temporary strong references only while it runs."""
+
+    def __init__(
+        self, deadline: float, limits: ScanLimits, param_keys: Optional[set[StorageKey]] = None
+    ) -> None:
+        self.deadline = deadline
+        self.limits = limits
+        self.claimed: set[StorageKey] = set()
+        self.param_keys = param_keys or set()
+        self.nodes_seen: set[int] = set()
+        self.ticks = 0
+        self._saved_attrs: dict[type, tuple[str, ...]] = {}
+
+    # -- budget ------------------------------------------------------------------------
+
+    def _tick(self) -> None:
+        self.ticks += 1
+        if self.ticks & 63 == 0 and time.perf_counter() > self.deadline:
+            raise OverBudget
+
+    # -- counting ----------------------------------------------------------------------
+
+    def _claim(self, t: torch.Tensor, tally: _Tally, graph: bool = False) -> int:
+        info = storage_info(t)
+        if info is None or info[0] in self.claimed:
+            return 0
+        if graph and info[0] in self.param_keys:
+            return 0  # a graph saves views of parameters; those belong to the model
+        self.claimed.add(info[0])
+        tally.bytes += info[1]
+        return info[1]
+
+    def _tensor(self, t: torch.Tensor, tally: _Tally) -> None:
+        tally.tensors += 1
+        self._claim(t, tally)
+        if t.requires_grad and t.is_leaf:
+            g = t.grad
+            if g is not None:
+                self._claim(g, tally)
+        elif t.grad_fn is not None:
+            before = tally.bytes
+            saved = self._graph(t.grad_fn, tally)
+            if saved:
+                tally.graphs += 1
+                tally.saved += saved
+                tally.graph_bytes += tally.bytes - before
+
+    def _graph(self, root: Any, tally: _Tally) -> int:
+        """Claims storages saved by an autograd graph; returns how many saved tensors."""
+        stack = [root]
+        saved = 0
+        while stack:
+            node = stack.pop()
+            if node is None or id(node) in self.nodes_seen:
+                continue
+            if len(self.nodes_seen) >= self.limits.max_graph_nodes:
+                tally.capped = True
+                break
+            self.nodes_seen.add(id(node))
+            self._tick()
+            for name in self._attrs(node):
+                try:
+                    value = getattr(node, name)
+                except Exception:  # graph already freed by backward
+                    continue
+                for packed in _saved_payloads(value):
+                    saved += 1
+                    self._claim(packed, tally, graph=True)
+            try:
+                stack.extend(fn for fn, _ in node.next_functions)
+            except Exception:
+                continue
+        return saved
+
+    def _attrs(self, node: Any) -> tuple[str, ...]:
+        cls = type(node)
+        names = self._saved_attrs.get(cls)
+        if names is None:
+            names = tuple(a for a in dir(node) if a.startswith("_raw_saved_"))
+            self._saved_attrs[cls] = names
+        return names
+
+    def walk(self, obj: Any, tally: _Tally, depth: int = 0) -> None:
+        """Counts the storages an object keeps alive (capped, depth-limited)."""
+        self._tick()
+        tally.items += 1
+        if tally.items > self.limits.max_items:
+            tally.capped = True
+            return
+        if isinstance(obj, torch.Tensor):
+            self._tensor(obj, tally)
+        elif isinstance(obj, torch.nn.Module):
+            for t in module_tensors(obj):
+                self._tensor(t, tally)
+        elif isinstance(obj, torch.optim.Optimizer):
+            for t in optimizer_state_tensors(obj):
+                self._claim(t, tally)
+        elif isinstance(obj, _SKIP_TYPES):
+            return
+        elif depth >= self.limits.max_depth:
+            if isinstance(obj, _CONTAINERS) and obj:
+                tally.capped = True
+        elif isinstance(obj, _CONTAINERS):
+            self.walk_all(obj.values() if isinstance(obj, dict) else obj, tally, depth + 1)
+        else:
+            attrs = getattr(obj, "__dict__", None)
+            if isinstance(attrs, dict) and depth == 0:
+                self.walk_all(attrs.values(), tally, depth + 1)
+
+    def walk_all(self, objs: Iterable[Any], tally: _Tally, depth: int) -> None:
+        for item in list(objs) if not isinstance(objs, list) else objs:
+            if tally.items > self.limits.max_items:
+                tally.capped = True
+                return
+            self.walk(item, tally, depth)
+
+
+def _saved_payloads(value: Any) -> Iterable[torch.Tensor]:
+    items = value if isinstance(value, (list, tuple)) else (value,)
+    for item in items:
+        data = item
+        if isinstance(item, torch._C._autograd.SavedTensor):
+            try:
+                data = item.data  # type: ignore[attr-defined]  # packed object, no unpack
+            except Exception:
+                continue
+        if isinstance(data, torch.Tensor):
+            yield data
+        elif isinstance(data, (tuple, list)):
+            yield from (d for d in data if isinstance(d, torch.Tensor))
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2**20:.1f} MiB"
+
+
+def _describe_variable(name: str, obj: Any, tally: _Tally) -> tuple[str, str, str]:
+    """(kind, explanation, fix) for one namespace variable."""
+    capped = " (walk capped: more may be held)" if tally.capped else ""
+    if tally.graphs and tally.graph_bytes * 2 >= tally.bytes:
+        if isinstance(obj, torch.Tensor):
+            return (
+                "graph_retention",
+                f"`{name}` keeps its autograd graph alive: {tally.saved} saved tensors, "
+                f"{_mib(tally.graph_bytes)}",
+                f"call {name}.backward() or `del {name}`; keep {name}.detach() if you need it",
+            )
+        return (
+            "graph_retention",
+            f"{type(obj).__name__} `{name}` holds {tally.graphs} tensors with autograd graphs "
+            f"({tally.saved} saved tensors), e.g. losses.append(loss){capped}",
+            f"store plain numbers: {name}.append(loss.item()) (or loss.detach())",
+        )
+    if isinstance(obj, torch.Tensor):
+        return (
+            "tensor",
+            f"tensor {list(obj.shape)} {str(obj.dtype).replace('torch.', '')} on {obj.device}",
+            f"del {name}",
+        )
+    if isinstance(obj, torch.nn.Module):
+        return (
+            "module",
+            f"{type(obj).__name__} `{name}`: parameters, gradients and buffers",
+            f"{name}.zero_grad(set_to_none=True) frees gradients; del {name} and its optimizer",
+        )
+    if isinstance(obj, torch.optim.Optimizer):
+        return (
+            "optimizer",
+            f"{type(obj).__name__} `{name}`: per-parameter state (e.g. Adam's exp_avg/sq)",
+            f"del {name} (state is rebuilt lazily on the next step)",
+        )
+    if isinstance(obj, _CONTAINERS):
+        return (
+            "container",
+            f"{type(obj).__name__} `{name}` with {len(obj)} items holding {tally.tensors} "
+            f"tensors{capped}",
+            f"del {name} (or {name}.clear())",
+        )
+    return (
+        "object",
+        f"{type(obj).__name__} `{name}` holds {tally.tensors} tensors in its attributes{capped}",
+        f"del {name}",
+    )
+
+
+def user_items(namespace: dict[str, Any], hidden: Iterable[str]) -> list[tuple[str, Any]]:
+    skip = set(hidden) | _IPYTHON_NAMES
+    return [
+        (name, value)
+        for name, value in list(namespace.items())
+        if not name.startswith("__") and name not in skip and not _HISTORY_NAME.match(name)
+    ]
+
+
+def _output_cache_objects(namespace: dict[str, Any], shell: Any) -> list[Any]:
+    objs: list[Any] = []
+    out = namespace.get("Out")
+    if isinstance(out, dict):
+        objs.extend(out.values())
+    for name, value in list(namespace.items()):
+        if name in ("_", "__", "___") or (_HISTORY_NAME.match(name) and name[1:].isdigit()):
+            objs.append(value)
+    if shell is not None:
+        hook = getattr(shell, "displayhook", None)
+        objs.extend(getattr(hook, attr, None) for attr in ("_", "__", "___"))
+        last = getattr(shell, "last_execution_result", None)
+        objs.append(getattr(last, "result", None))
+    return objs
+
+
+def _traceback_frames(shell: Any, namespace: dict[str, Any]) -> list[dict[str, Any]]:
+    tbs: list[Any] = [getattr(sys, "last_traceback", None)]
+    for attr in ("last_value", "last_exc"):
+        tbs.append(getattr(getattr(sys, attr, None), "__traceback__", None))
+    if shell is not None:
+        tbs.append(getattr(getattr(shell, "InteractiveTB", None), "tb", None))
+    frames: list[dict[str, Any]] = []
+    seen: set[int] = set()
+    for tb in tbs:
+        while isinstance(tb, types.TracebackType):
+            frame = tb.tb_frame
+            if id(frame) not in seen:
+                seen.add(id(frame))
+                if frame.f_globals is not namespace or frame.f_code.co_name != "<module>":
+                    frames.append(dict(frame.f_locals))
+            tb = tb.tb_next
+    return frames
+
+
+def scan_holders(
+    namespace: dict[str, Any],
+    shell: Any,
+    deadline: float,
+    limits: Optional[ScanLimits] = None,
+    param_keys: Optional[set[StorageKey]] = None,
+) -> tuple[list[dict[str, Any]], Optional[str]]:
+    """The protocol's ``holders`` list (bytes desc) and a skip reason when over budget.
+
+    ``param_keys``: parameter storages, never charged to an autograd graph that saves them.
+    """
+    limits = limits or ScanLimits()
+    scanner = HolderScanner(deadline, limits, param_keys)
+    found: list[dict[str, Any]] = []
+    hidden = getattr(shell, "user_ns_hidden", {}) if shell is not None else {}
+    items = user_items(namespace, hidden)
+    skipped: Optional[str] = None
+    done = 0
+    try:
+        for name, value in items:
+            tally = _Tally()
+            scanner.walk(value, tally)
+            done += 1
+            if tally.bytes >= limits.min_bytes:
+                kind, why, fix = _describe_variable(name, value, tally)
+                found.append(_holder(name, kind, tally.bytes, why, fix))
+        tally = _Tally()
+        scanner.walk_all(_output_cache_objects(namespace, shell), tally, depth=1)
+        if tally.bytes >= limits.min_bytes:
+            found.append(
+                _holder(
+                    "Out / _ (output cache)",
+                    "output_cache",
+                    tally.bytes,
+                    f"IPython's output cache keeps {tally.tensors} displayed tensors alive",
+                    "%reset -f out",
+                )
+            )
+        tally = _Tally()
+        for local_vars in _traceback_frames(shell, namespace):
+            scanner.walk_all(local_vars.values(), tally, depth=1)
+        if tally.bytes >= limits.min_bytes:
+            found.append(
+                _holder(
+                    "sys.last_traceback",
+                    "traceback",
+                    tally.bytes,
+                    f"the last failed cell's traceback keeps {tally.tensors} tensors in its "
+                    "frames' locals alive",
+                    "import sys; sys.last_traceback = sys.last_value = sys.last_exc = None; "
+                    "get_ipython().InteractiveTB.tb = None",
+                )
+            )
+    except OverBudget:
+        skipped = (
+            f"holders scan over its time budget: stopped after {done} of {len(items)} "
+            "variables (partial results)"
+        )
+    found.sort(key=lambda h: -int(h["bytes"]))
+    return found, skipped
+
+
+def _holder(name: str, kind: str, nbytes: int, explanation: str, fix: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "kind": kind,
+        "bytes": int(nbytes),
+        "explanation": explanation,
+        "fix": fix,
+    }
