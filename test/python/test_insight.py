@@ -1,0 +1,355 @@
+"""InsightEngine: exact saved-activation accounting, breakdown, holders, robustness."""
+
+from __future__ import annotations
+
+import gc
+import json
+import threading
+import weakref
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from torch import nn  # noqa: E402
+from torch.multiprocessing.reductions import StorageWeakRef  # noqa: E402
+from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
+from torch.utils._pytree import tree_leaves  # noqa: E402
+
+from vramscope.insight import InsightEngine  # noqa: E402
+from vramscope.insight.breakdown import cpu_in_use_bytes  # noqa: E402
+
+KIB = 1024
+
+
+class StorageRecorder(TorchDispatchMode):
+    """Test-only ground truth: a weakref to the storage of every op output."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.storages: dict[int, tuple[Any, int]] = {}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        out = func(*args, **(kwargs or {}))
+        for t in tree_leaves(out):
+            if isinstance(t, torch.Tensor):
+                st = t.untyped_storage()
+                if st.data_ptr():
+                    self.storages[st.data_ptr()] = (StorageWeakRef(st), st.nbytes())
+        return out
+
+    def alive_bytes(self, exclude: set[int]) -> int:
+        return sum(
+            nbytes
+            for ptr, (ref, nbytes) in self.storages.items()
+            if not ref.expired() and ptr not in exclude
+        )
+
+
+def model_ptrs(model: nn.Module) -> set[int]:
+    return {t.untyped_storage().data_ptr() for t in [*model.parameters(), *model.buffers()]}
+
+
+def saved_total(insight: dict[str, Any]) -> int:
+    return sum(layer["saved_bytes"] for layer in insight["layers"])
+
+
+@pytest.fixture
+def ns() -> dict[str, Any]:
+    return {}
+
+
+@pytest.fixture
+def engine(ns: dict[str, Any]) -> Iterator[InsightEngine]:
+    eng = InsightEngine(namespace=ns, min_holder_bytes=1)
+    eng.install()
+    yield eng
+    eng.uninstall()
+    assert torch._C._autograd._top_saved_tensors_default_hooks(False) is None
+
+
+def transformer() -> nn.Module:
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(64, 4, 128, batch_first=True)
+    return nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+
+
+def cnn() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(
+        nn.Conv2d(3, 16, 3, padding=1),
+        nn.BatchNorm2d(16),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(16, 32, 3, padding=1),
+        nn.BatchNorm2d(32),
+        nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(32, 10),
+    )
+
+
+@pytest.mark.parametrize(
+    ("make", "shape"), [(transformer, (4, 32, 64)), (cnn, (4, 3, 32, 32))], ids=["tf", "cnn"]
+)
+def test_saved_bytes_exact_and_zero_after_backward(
+    engine: InsightEngine, ns: dict[str, Any], make: Any, shape: tuple[int, ...]
+) -> None:
+    model = make()
+    ns["model"] = model
+    with StorageRecorder() as rec:
+        x = torch.randn(*shape)
+        loss = model(x).square().mean()
+    del x
+    truth = rec.alive_bytes(model_ptrs(model) | {loss.untyped_storage().data_ptr()})
+    insight = engine.after_cell(1000)
+    assert insight["model"] == "model"
+    assert truth > 100 * KIB
+    assert saved_total(insight) == truth  # to the byte
+    assert engine.tracker.total_bytes() == truth
+    assert insight["breakdown"]["cpu"]["activations"] == truth
+    paths = {layer["path"]: layer for layer in insight["layers"]}
+    inner = [p for p, layer in paths.items() if layer["saved_bytes"] and p not in ("", "<other>")]
+    assert len(inner) >= 4  # attributed to submodules, not lumped
+    loss.backward()
+    after = engine.after_cell(1000)
+    assert saved_total(after) == 0
+    assert engine.tracker.total_bytes() == 0
+    # peaks survive until the next cell, then follow the live value
+    assert sum(layer["peak_saved_bytes"] for layer in after["layers"]) >= truth
+    assert sum(layer["peak_saved_bytes"] for layer in engine.after_cell(1000)["layers"]) == 0
+
+
+def test_saved_bytes_match_bytes_freed_when_graph_dropped(
+    engine: InsightEngine, ns: dict[str, Any]
+) -> None:
+    if engine.tracker is None or cpu_in_use_bytes() is None:
+        pytest.skip("no CPU in-use measurement")
+    model = transformer()
+    ns["model"] = model
+    x = torch.randn(4, 32, 64)
+    loss = model(x).square().mean()
+    del x
+    tracked = engine.tracker.total_bytes()
+    gc.collect()
+    before = cpu_in_use_bytes()
+    del loss
+    after = cpu_in_use_bytes()
+    assert before is not None and after is not None
+    # allocator and graph-node overheads only: a few KiB on ~1.5 MiB
+    assert abs((before - after) - tracked) < 64 * KIB
+    assert engine.tracker.total_bytes() == 0
+
+
+def test_output_shape_and_param_bytes(engine: InsightEngine, ns: dict[str, Any]) -> None:
+    model = cnn()
+    ns["model"] = model
+    model(torch.randn(2, 3, 8, 8)).sum().backward()
+    layers = {layer["path"]: layer for layer in engine.after_cell(1000)["layers"]}
+    assert layers["0"]["output_shape"] == [2, 16, 8, 8]
+    assert layers["9"]["output_shape"] == [2, 10]
+    assert layers["9"]["param_bytes"] == (32 * 10 + 10) * 4
+    assert layers["9"]["grad_bytes"] == (32 * 10 + 10) * 4
+    assert sum(layer["param_bytes"] for layer in layers.values()) == sum(
+        p.numel() * 4 for p in model.parameters()
+    )
+    json.dumps(layers)
+
+
+def test_weakrefs_only(engine: InsightEngine, ns: dict[str, Any]) -> None:
+    model = nn.Sequential(nn.Linear(8, 8), nn.Tanh())
+    ns["model"] = model
+    engine.watch(model)
+    act = model(torch.randn(4, 8))  # Tanh saves its output: `act` itself
+    ref = weakref.ref(act)
+    model_ref = weakref.ref(model)
+    assert engine.after_cell(1000)["layers"][2]["saved_bytes"] == 4 * 8 * 4
+    del act
+    gc.collect()
+    assert ref() is None
+    assert engine.tracker.total_bytes() == 0
+    del model, ns["model"]
+    engine.after_cell(1000)
+    gc.collect()
+    assert model_ref() is None
+
+
+def test_other_and_ancestor_attribution(engine: InsightEngine, ns: dict[str, Any]) -> None:
+    watched = nn.Sequential(nn.Linear(8, 8), nn.Tanh())
+    other = nn.Sequential(nn.Linear(8, 8), nn.Sigmoid())
+    ns.update(watched=watched, other=other)
+    engine.watch("watched")
+
+    class Wrapper(nn.Module):
+        def forward(self, x: Any) -> Any:
+            return nn.Tanh()(watched[0](x))  # a module created on the fly
+
+    a = Wrapper()(torch.randn(4, 8))  # neither module belongs to `watched`
+    b = other(torch.randn(4, 8))
+    c = watched(torch.randn(4, 8))
+    insight = engine.after_cell(1000)
+    assert insight["model"] == "watched"
+    layers = {layer["path"]: layer["saved_bytes"] for layer in insight["layers"]}
+    assert layers["1"] == 128  # Tanh output of `c`
+    assert layers["<other>"] == 2 * 128 + 128  # on-the-fly Tanh + Sigmoid outputs, x of `b`
+    assert sum(layers.values()) == engine.tracker.total_bytes()
+    del a, b, c
+
+
+def test_stack_survives_exception_in_forward(engine: InsightEngine, ns: dict[str, Any]) -> None:
+    class Boom(nn.Module):
+        def forward(self, x: Any) -> Any:
+            raise ValueError("boom")
+
+    model = nn.Sequential(nn.Linear(4, 4), nn.Tanh())
+    ns["model"] = model
+    with pytest.raises(ValueError):
+        nn.Sequential(nn.Linear(4, 4), Boom())(torch.randn(2, 4))
+    out = model(torch.randn(2, 4))
+    layers = {layer["path"]: layer["saved_bytes"] for layer in engine.after_cell(1000)["layers"]}
+    assert layers["1"] == 2 * 4 * 4
+    assert "<other>" not in layers or layers["<other>"] == 0
+    del out
+
+
+def test_other_threads_are_not_tracked(engine: InsightEngine) -> None:
+    results: list[Any] = []
+
+    def work() -> None:
+        results.append(torch.randn(64, 64, requires_grad=True).exp())
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    thread.join()
+    assert engine.tracker.total_bytes() == 0  # saved-tensor hooks are thread-local
+    results.clear()
+
+
+def test_breakdown_adds_up_and_adam_state(engine: InsightEngine, ns: dict[str, Any]) -> None:
+    model = nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 8))
+    opt = torch.optim.Adam(model.parameters())
+    ns.update(model=model, opt=opt)
+    pbytes = sum(p.numel() * 4 for p in model.parameters())
+    assert engine.after_cell(1000)["breakdown"]["cpu"]["optimizer_state"] == 0  # lazy state
+    model(torch.randn(16, 64)).sum().backward()
+    opt.step()
+    loss = model(torch.randn(16, 64)).sum()
+    cpu = engine.after_cell(1000)["breakdown"]["cpu"]
+    nparams = len(list(model.parameters()))
+    assert cpu["parameters"] == pbytes
+    assert cpu["gradients"] == pbytes
+    assert cpu["optimizer_state"] == 2 * pbytes + 4 * nparams  # exp_avg, exp_avg_sq, step
+    assert cpu["activations"] == engine.tracker.total_bytes() > 0
+    parts = ("parameters", "gradients", "optimizer_state", "activations", "other")
+    assert sum(cpu[k] for k in parts) == cpu["total_bytes"]
+    del loss
+
+
+def test_breakdown_total_fn_and_clamp(ns: dict[str, Any]) -> None:
+    ns["model"] = nn.Linear(32, 32)
+    eng = InsightEngine(namespace=ns, total_fn=lambda dev: 10_000_000 if dev == "cpu" else None)
+    cpu = eng.snapshot()["breakdown"]["cpu"]
+    assert cpu["total_bytes"] == 10_000_000
+    assert cpu["other"] == 10_000_000 - (32 * 32 + 32) * 4
+    small = InsightEngine(namespace=ns, total_fn=lambda dev: 100).snapshot()["breakdown"]["cpu"]
+    assert small["other"] == 0
+    assert small["clamped_bytes"] == (32 * 32 + 32) * 4 - 100
+
+
+def test_tied_weights_counted_once(ns: dict[str, Any]) -> None:
+    emb = nn.Embedding(100, 16)
+    head = nn.Linear(16, 100, bias=False)
+    head.weight = emb.weight
+    ns["model"] = nn.Sequential(emb, head)
+    insight = InsightEngine(namespace=ns).snapshot()
+    assert insight["breakdown"]["cpu"]["parameters"] == 100 * 16 * 4
+    assert sum(layer["param_bytes"] for layer in insight["layers"]) == 100 * 16 * 4
+
+
+def test_holders_loss_list_and_tensors(engine: InsightEngine, ns: dict[str, Any]) -> None:
+    model = nn.Sequential(nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 1))
+    losses = []
+    for _ in range(5):
+        losses.append(model(torch.randn(128, 256)).mean())
+    big = torch.zeros(256, 1024)
+    ns.update(model=model, losses=losses, big=big, small=torch.zeros(2))
+    holders = {h["name"]: h for h in engine.after_cell(1000)["holders"]}
+    assert holders["losses"]["kind"] == "graph_retention"
+    assert holders["losses"]["bytes"] >= engine.tracker.total_bytes()
+    assert "item()" in holders["losses"]["fix"]
+    assert holders["big"]["kind"] == "tensor" and holders["big"]["bytes"] == 1024 * KIB
+    assert holders["model"]["kind"] == "module"
+    sizes = [h["bytes"] for h in holders.values()]
+    assert sizes == sorted(sizes, reverse=True)
+    quiet = InsightEngine(namespace=ns, min_holder_bytes=KIB * KIB).snapshot()["holders"]
+    assert "small" not in {h["name"] for h in quiet}
+
+
+def test_budget_exceeded_is_skipped(ns: dict[str, Any]) -> None:
+    ns.update({f"t{i}": torch.zeros(1) for i in range(2000)})
+    insight = InsightEngine(namespace=ns, min_holder_bytes=1).after_cell(0.001)
+    assert insight["skipped"] and "budget" in insight["skipped"]
+    assert len(insight["holders"]) < 2000
+    json.dumps(insight)
+
+
+def test_container_walk_is_capped(ns: dict[str, Any]) -> None:
+    ns["many"] = [torch.zeros(4) for _ in range(5000)]
+    holders = InsightEngine(namespace=ns, min_holder_bytes=1).snapshot()["holders"]
+    assert holders[0]["name"] == "many" and "capped" in holders[0]["explanation"]
+
+
+def test_never_raises_and_is_json(ns: dict[str, Any]) -> None:
+    class Nasty:
+        @property
+        def __dict__(self) -> Any:  # type: ignore[override]
+            raise RuntimeError("no")
+
+    ns["nasty"] = Nasty()
+    eng = InsightEngine(namespace=ns)
+    eng.install()
+    eng.install()  # idempotent
+    try:
+        json.dumps(eng.after_cell(20))
+        eng.watch("missing")
+        eng.watch(42)  # type: ignore[arg-type]
+        json.dumps(eng.snapshot("missing"))
+        broken = InsightEngine(namespace=ns, total_fn=lambda dev: 1 // 0)
+        insight = broken.after_cell(20)
+        assert insight["skipped"] and "ZeroDivisionError" in insight["skipped"]
+        assert InsightEngine(None).after_cell(20)["model"] is None
+    finally:
+        eng.uninstall()
+        eng.uninstall()
+
+
+def test_ipython_output_cache_and_traceback() -> None:
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    eng = InsightEngine(shell, min_holder_bytes=512 * KIB)
+    eng.install()
+
+    def run(code: str) -> None:
+        shell.run_cell(code, store_history=True)  # like a kernel: Out[n], _n from 1
+
+    try:
+        run("import torch\nshown = torch.ones(512, 1024)\nshown")
+        run("del shown")
+        holders = {h["kind"]: h for h in eng.after_cell(1000)["holders"]}
+        assert holders["output_cache"]["bytes"] == 2048 * KIB
+        assert holders["output_cache"]["fix"] == "%reset -f out"
+        run("%reset -f out")
+        assert "output_cache" not in {h["kind"] for h in eng.after_cell(1000)["holders"]}
+
+        run("def fail():\n    kept = torch.ones(1024, 1024)\n    1 / 0\nfail()")
+        holders = {h["kind"]: h for h in eng.after_cell(1000)["holders"]}
+        assert holders["traceback"]["bytes"] == 4096 * KIB
+        run(holders["traceback"]["fix"])
+        assert "traceback" not in {h["kind"] for h in eng.after_cell(1000)["holders"]}
+    finally:
+        eng.uninstall()
+        shell.run_cell("%reset -f")
