@@ -1,9 +1,97 @@
-"""vramscope: PyTorch memory per cell, live, in JupyterLab."""
+"""vramscope: PyTorch memory per cell, live, in JupyterLab.
+
+Inside IPython, ``import vramscope`` (or ``%load_ext vramscope``) registers the ``vramscope``
+comm target, the per-cell hooks and the sampler; elsewhere importing does nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import warnings
+from typing import Any
 
 from ._version import __version__
+from .protocol import PROTOCOL_VERSION, Settings
+from .runtime import get_runtime
 
-__all__ = ["__version__"]
+__all__ = [
+    "PROTOCOL_VERSION",
+    "__version__",
+    "load_ipython_extension",
+    "session_report",
+    "settings",
+    "unload_ipython_extension",
+    "watch",
+]
 
 
 def _jupyter_labextension_paths() -> list[dict[str, str]]:
     return [{"src": "labextension", "dest": "jupyterlab-vramscope"}]
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """``%load_ext vramscope``: register everything in this shell (idempotent)."""
+    get_runtime().install(ipython)
+
+
+def unload_ipython_extension(ipython: Any) -> None:
+    """``%unload_ext vramscope``: stop the sampler, remove hooks and the comm target."""
+    get_runtime().uninstall()
+
+
+def _bootstrap() -> None:
+    """What the front end runs silently: register in the running IPython (idempotent)."""
+    shell = _running_shell()
+    if shell is not None:
+        get_runtime().install(shell)
+
+
+def session_report() -> dict[str, Any]:
+    """The session so far as a JSON-serialisable dict (see docs/report-schema.md)."""
+    return get_runtime().report()
+
+
+def settings(**changes: Any) -> Settings:
+    """Show or change settings, e.g. ``vramscope.settings(sample_hz=2)``; returns them all.
+
+    Raises ValueError for an unknown name or a bad value.
+    """
+    from .protocol import ProtocolError
+
+    known = set(get_runtime().settings)
+    unknown = sorted(set(changes) - known)
+    if unknown:
+        raise ValueError(
+            f"unknown vramscope setting(s): {', '.join(unknown)}; known: {sorted(known)}"
+        )
+    try:
+        return get_runtime().update_settings(changes)
+    except ProtocolError as err:
+        raise ValueError(err.message) from None
+
+
+def watch(model: Any) -> None:
+    """Tell model insight which model to report on (a module or its namespace name)."""
+    if not get_runtime().insight.watch(model):
+        reason = get_runtime().insight.unavailable or "model insight needs torch to be imported"
+        warnings.warn(f"vramscope.watch: {reason}", stacklevel=2)
+
+
+def _running_shell() -> Any:
+    if "IPython" not in sys.modules:
+        return None
+    try:
+        from IPython import get_ipython
+
+        return get_ipython()
+    except Exception:
+        return None
+
+
+def _auto_bootstrap() -> None:
+    with contextlib.suppress(Exception):
+        _bootstrap()
+
+
+_auto_bootstrap()

@@ -1,0 +1,67 @@
+"""Facts about the kernel process for ``hello`` and the report; never imports torch."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import platform
+import sys
+from importlib import metadata
+
+from .devices import CpuDevice, Device
+from .protocol import KernelInfo
+
+
+def torch_installed() -> bool:
+    return "torch" in sys.modules or importlib.util.find_spec("torch") is not None
+
+
+def torch_version() -> str | None:
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        return str(getattr(torch, "__version__", "")) or None
+    try:
+        return metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def kernel_info() -> KernelInfo:
+    torch = sys.modules.get("torch")
+    cuda = mps = False
+    if torch is not None:
+        try:
+            cuda = bool(torch.backends.cuda.is_built()) and int(torch.cuda.device_count()) > 0
+        except Exception:
+            cuda = False
+        try:
+            mps = bool(torch.backends.mps.is_available())
+        except Exception:
+            mps = False
+    return {
+        "pid": os.getpid(),
+        "python": platform.python_version(),
+        "torch_version": torch_version(),
+        "cuda_available": cuda,
+        "mps_available": mps,
+    }
+
+
+def warnings_for(devices: list[Device]) -> list[str]:
+    notes: list[str] = []
+    if not torch_installed():
+        notes.append("torch is not installed in this kernel: only CPU memory is measured")
+    elif "torch" not in sys.modules:
+        notes.append("torch is not imported yet: CUDA/MPS devices appear once it is")
+    for device in devices:
+        if isinstance(device, CpuDevice):
+            if device.allocator_note:
+                notes.append(
+                    f"{device.allocator_note} is the process allocator: CPU memory is measured "
+                    "as RSS (glibc mallinfo2 would be meaningless)"
+                )
+            elif device.source == "rss":
+                notes.append("glibc mallinfo2 is unavailable: CPU memory is measured as RSS")
+            if not device.peak_resettable:
+                notes.append("VmHWM cannot be reset here: per-cell CPU peaks come from the sampler")
+    return notes

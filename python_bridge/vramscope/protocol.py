@@ -1,0 +1,281 @@
+"""Comm protocol v1 (kernel side): message types and validation of what the front end sends.
+
+``docs/protocol.md`` is the reference; ``src/protocol.ts`` is the front end's mirror.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Literal, TypedDict, Union
+
+PROTOCOL_VERSION = "1.0.0"
+COMM_TARGET = "vramscope"
+CHANNELS = ("stream", "control")
+
+ErrorCode = Literal[
+    "protocol_mismatch",
+    "invalid_message",
+    "unknown_type",
+    "unknown_method",
+    "invalid_params",
+    "internal",
+]
+Method = Literal["get_report", "get_devices", "set_settings", "get_insight", "clear_history"]
+METHODS: tuple[str, ...] = (
+    "get_report",
+    "get_devices",
+    "set_settings",
+    "get_insight",
+    "clear_history",
+)
+KERNEL_MESSAGE_TYPES = (
+    "hello",
+    "cell",
+    "samples",
+    "devices",
+    "insight",
+    "notice",
+    "error",
+    "reply",
+)
+
+
+class ProtocolError(Exception):
+    """A message the kernel cannot accept; becomes an ``error`` message, never a raise."""
+
+    def __init__(self, code: ErrorCode, message: str, in_reply_to: str | None = None) -> None:
+        super().__init__(message)
+        self.code: ErrorCode = code
+        self.message = message
+        self.in_reply_to = in_reply_to
+
+
+# --- common types -------------------------------------------------------------------------
+
+
+class DeviceInfo(TypedDict):
+    id: str
+    kind: Literal["cpu", "cuda", "mps"]
+    name: str
+    total_bytes: int | None
+    used_bytes: int
+    reserved_bytes: int | None
+    initialized: bool
+    source: str
+
+
+class DeviceDelta(TypedDict):
+    before_bytes: int
+    after_bytes: int
+    delta_bytes: int
+    peak_delta_bytes: int
+
+
+class CellRecord(TypedDict):
+    cell_id: str | None
+    execution_count: int | None
+    start_time: float
+    duration: float
+    ok: bool
+    error_type: str | None
+    oom: bool
+    code_head: str
+    devices: dict[str, DeviceDelta]
+
+
+class _DeviceSampleRequired(TypedDict):
+    used: int
+
+
+class DeviceSample(_DeviceSampleRequired, total=False):
+    reserved: int
+    peak: int
+    device_used: int
+    device_total: int
+
+
+class Sample(TypedDict):
+    t: float
+    d: dict[str, DeviceSample]
+
+
+class Settings(TypedDict):
+    sample_hz: float
+    cuda_peak_policy: Literal["reset", "preserve"]
+    insight: bool
+    insight_budget_ms: float
+    history_limit: int
+
+
+class KernelInfo(TypedDict):
+    pid: int
+    python: str
+    torch_version: str | None
+    cuda_available: bool
+    mps_available: bool
+
+
+# --- kernel -> front end ------------------------------------------------------------------
+
+
+class HelloMessage(TypedDict):
+    type: Literal["hello"]
+    protocol_version: str
+    bridge_version: str
+    session_id: str
+    kernel: KernelInfo
+    devices: list[DeviceInfo]
+    settings: Settings
+    cells: list[CellRecord]
+    warnings: list[str]
+
+
+class CellMessage(TypedDict):
+    type: Literal["cell"]
+    record: CellRecord
+    devices: list[DeviceInfo]
+
+
+class SamplesMessage(TypedDict):
+    type: Literal["samples"]
+    samples: list[Sample]
+    dropped: int
+
+
+class DevicesMessage(TypedDict):
+    type: Literal["devices"]
+    devices: list[DeviceInfo]
+
+
+class InsightMessage(TypedDict):
+    type: Literal["insight"]
+    insight: dict[str, Any]
+
+
+class NoticeMessage(TypedDict):
+    type: Literal["notice"]
+    level: Literal["info", "warning"]
+    message: str
+
+
+class ErrorMessage(TypedDict):
+    type: Literal["error"]
+    code: ErrorCode
+    message: str
+    in_reply_to: str | None
+
+
+class ReplyMessage(TypedDict):
+    type: Literal["reply"]
+    id: str
+    ok: Literal[True]
+    result: dict[str, Any]
+
+
+KernelMessage = Union[
+    HelloMessage,
+    CellMessage,
+    SamplesMessage,
+    DevicesMessage,
+    InsightMessage,
+    NoticeMessage,
+    ErrorMessage,
+    ReplyMessage,
+]
+
+
+# --- front end -> kernel ------------------------------------------------------------------
+
+
+class Request(TypedDict):
+    type: Literal["request"]
+    id: str
+    method: Method
+    params: dict[str, Any]
+
+
+def empty_insight(reason: str | None = None) -> dict[str, Any]:
+    """An Insight with nothing in it; ``reason`` goes to ``skipped``."""
+    return {
+        "model": None,
+        "layers": [],
+        "breakdown": {},
+        "holders": [],
+        "scan_ms": 0.0,
+        "skipped": reason,
+    }
+
+
+def error_message(code: ErrorCode, message: str, in_reply_to: str | None = None) -> ErrorMessage:
+    return {"type": "error", "code": code, "message": message, "in_reply_to": in_reply_to}
+
+
+def reply_message(request_id: str, result: dict[str, Any]) -> ReplyMessage:
+    return {"type": "reply", "id": request_id, "ok": True, "result": result}
+
+
+def notice_message(level: Literal["info", "warning"], message: str) -> NoticeMessage:
+    return {"type": "notice", "level": level, "message": message}
+
+
+def major(version: str) -> int | None:
+    """The semver major of ``version``, or None when it is not a version string."""
+    head = version.split(".", 1)[0].strip()
+    return int(head) if head.isdigit() else None
+
+
+def check_protocol_version(metadata: object) -> None:
+    """Accept an open whose metadata names a protocol with our major; raise otherwise."""
+    theirs = metadata.get("protocol_version") if isinstance(metadata, dict) else None
+    if not isinstance(theirs, str) or major(theirs) != major(PROTOCOL_VERSION):
+        raise ProtocolError(
+            "protocol_mismatch",
+            f"front end speaks vramscope protocol {theirs!r}, kernel bridge speaks "
+            f"{PROTOCOL_VERSION!r} (major versions must match); update the package that is older",
+        )
+
+
+def validate_request(obj: object) -> Request:
+    """Check a received payload; return it typed as a Request or raise ProtocolError."""
+    if not isinstance(obj, dict):
+        raise ProtocolError("invalid_message", f"message must be an object, got {_kind(obj)}")
+    raw_id = obj.get("id")
+    reply_to = raw_id if isinstance(raw_id, str) else None
+    msg_type = obj.get("type")
+    if not isinstance(msg_type, str):
+        raise ProtocolError("invalid_message", "message has no string 'type'", reply_to)
+    if msg_type != "request":
+        raise ProtocolError(
+            "unknown_type",
+            f"the kernel accepts only 'request' messages, got {msg_type!r}",
+            reply_to,
+        )
+    if not isinstance(raw_id, str) or not raw_id:
+        raise ProtocolError("invalid_message", "request needs a non-empty string 'id'")
+    method = obj.get("method")
+    if not isinstance(method, str):
+        raise ProtocolError("invalid_message", "request needs a string 'method'", raw_id)
+    params = obj.get("params")
+    if not isinstance(params, dict):
+        raise ProtocolError("invalid_message", "request needs an object 'params'", raw_id)
+    if method not in METHODS:
+        raise ProtocolError(
+            "unknown_method", f"unknown method {method!r}; known: {', '.join(METHODS)}", raw_id
+        )
+    if method == "get_insight":
+        model = params.get("model")
+        if model is not None and not isinstance(model, str):
+            raise ProtocolError("invalid_params", "'model' must be a string", raw_id)
+    return {"type": "request", "id": raw_id, "method": method, "params": params}  # type: ignore[typeddict-item]
+
+
+def is_finite_number(value: object) -> bool:
+    return (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and math.isfinite(float(value))
+    )
+
+
+def _kind(value: object) -> str:
+    return "null" if value is None else type(value).__name__

@@ -1,0 +1,135 @@
+"""Per-cell records from IPython's ``pre_run_cell``/``post_run_cell`` events.
+
+Keeps no reference to user objects: of a failed cell only the exception's class name and
+whether it was an out-of-memory error are kept.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from .devices import CellMark, Device, PeakPolicy
+from .protocol import CellRecord, DeviceDelta, DeviceSample
+
+CODE_HEAD_CHARS = 120
+MAX_CELLS = 10_000
+_OOM_MARKERS = ("out of memory", "can't allocate memory", "cannot allocate memory")
+
+
+def is_oom(exc: BaseException | None) -> bool:
+    """torch.OutOfMemoryError, MemoryError, or a RuntimeError reporting an allocation failure."""
+    if exc is None:
+        return False
+    if isinstance(exc, MemoryError):
+        return True
+    torch = sys.modules.get("torch")
+    oom_type = getattr(torch, "OutOfMemoryError", None) if torch is not None else None
+    if isinstance(oom_type, type) and isinstance(exc, oom_type):
+        return True
+    if isinstance(exc, RuntimeError):
+        text = str(exc).lower()
+        return any(marker in text for marker in _OOM_MARKERS)
+    return False
+
+
+def code_head(source: str | None) -> str:
+    for line in (source or "").splitlines():
+        if line.strip():
+            return line.strip()[:CODE_HEAD_CHARS]
+    return ""
+
+
+@dataclass
+class _Pending:
+    cell_id: str | None
+    source: str
+    start_time: float
+    start_perf: float
+    marks: dict[str, tuple[Device, CellMark]]
+
+
+class CellRecorder:
+    """Turns run_cell events into CellRecords and hands each to ``on_record``."""
+
+    def __init__(
+        self,
+        devices: Callable[[], list[Device]],
+        peak_policy: Callable[[], PeakPolicy],
+        open_window: Callable[[], None],
+        close_window: Callable[[], dict[str, int]],
+        on_record: Callable[[CellRecord, dict[str, DeviceSample]], None],
+    ) -> None:
+        self._devices = devices
+        self._peak_policy = peak_policy
+        self._open_window = open_window
+        self._close_window = close_window
+        self._on_record = on_record
+        self._stack: list[_Pending] = []
+        self.records: deque[CellRecord] = deque(maxlen=MAX_CELLS)
+
+    def pre_run_cell(self, info: Any) -> None:
+        policy = self._peak_policy()
+        marks: dict[str, tuple[Device, CellMark]] = {}
+        for device in self._devices():
+            try:
+                marks[device.id] = (device, device.begin_cell(policy))
+            except Exception:
+                continue  # a device that fails to read is left out of this record
+        if not self._stack:
+            self._open_window()
+        self._stack.append(
+            _Pending(
+                cell_id=_str_or_none(getattr(info, "cell_id", None)),
+                source=str(getattr(info, "raw_cell", "") or ""),
+                start_time=time.time(),
+                start_perf=time.perf_counter(),
+                marks=marks,
+            )
+        )
+
+    def post_run_cell(self, result: Any) -> CellRecord | None:
+        end_perf = time.perf_counter()
+        if not self._stack:
+            return None  # registered mid-cell: no matching pre_run_cell
+        pending = self._stack.pop()
+        window = self._close_window() if not self._stack else {}
+        deltas: dict[str, DeviceDelta] = {}
+        after: dict[str, DeviceSample] = {}
+        for dev_id, (device, mark) in pending.marks.items():
+            try:
+                deltas[dev_id], after[dev_id] = device.end_cell(mark, window.get(dev_id))
+            except Exception:
+                continue
+        exc = getattr(result, "error_in_exec", None) or getattr(result, "error_before_exec", None)
+        count = getattr(result, "execution_count", None)
+        record: CellRecord = {
+            "cell_id": pending.cell_id,
+            "execution_count": count if isinstance(count, int) else None,
+            "start_time": pending.start_time,
+            "duration": end_perf - pending.start_perf,
+            "ok": exc is None and bool(getattr(result, "success", True)),
+            "error_type": type(exc).__name__ if exc is not None else None,
+            "oom": is_oom(exc),
+            "code_head": code_head(pending.source),
+            "devices": deltas,
+        }
+        del exc, result
+        self.records.append(record)
+        self._on_record(record, after)
+        return record
+
+    def history(self) -> list[CellRecord]:
+        return list(self.records)
+
+    def clear(self) -> int:
+        count = len(self.records)
+        self.records.clear()
+        return count
+
+
+def _str_or_none(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None

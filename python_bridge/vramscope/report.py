@@ -1,0 +1,48 @@
+"""``session_report()``: the whole session as one JSON-serialisable dict (docs/report-schema.md)."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from ._version import __version__
+from .protocol import PROTOCOL_VERSION
+
+if TYPE_CHECKING:
+    from .runtime import Runtime
+
+REPORT_SCHEMA = "vramscope.report/1"
+REPORT_KEYS = (
+    "schema",
+    "bridge_version",
+    "protocol_version",
+    "session_id",
+    "created",
+    "kernel",
+    "devices",
+    "settings",
+    "cells",
+    "samples",
+    "layers",
+    "breakdown",
+    "holders",
+)
+
+
+def build_report(runtime: Runtime) -> dict[str, Any]:
+    insight = runtime.insight.last or {}
+    return {
+        "schema": REPORT_SCHEMA,
+        "bridge_version": __version__,
+        "protocol_version": PROTOCOL_VERSION,
+        "session_id": runtime.session_id,
+        "created": time.time(),
+        "kernel": runtime.kernel_info(),
+        "devices": runtime.device_infos(),
+        "settings": dict(runtime.settings),
+        "cells": runtime.recorder.history(),
+        "samples": runtime.ring.snapshot(),
+        "layers": list(insight.get("layers") or []),
+        "breakdown": dict(insight.get("breakdown") or {}),
+        "holders": list(insight.get("holders") or []),
+    }

@@ -1,0 +1,247 @@
+"""The one bridge instance per kernel process: wires devices, recorder, sampler, comms and
+model insight to a running IPython shell, and answers the protocol's requests."""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from . import environment
+from ._version import __version__
+from .bridge import Bridge
+from .devices import CpuDevice, Device, accelerator_devices
+from .insight_link import InsightLink
+from .protocol import (
+    PROTOCOL_VERSION,
+    CellRecord,
+    DeviceInfo,
+    DeviceSample,
+    HelloMessage,
+    KernelInfo,
+    Sample,
+    Settings,
+    error_message,
+    notice_message,
+)
+from .recorder import CellRecorder
+from .report import build_report
+from .sampler import RingBuffer, Sampler
+from .settings import apply_settings, default_settings
+
+
+class Runtime:
+    def __init__(self, shell: Any = None) -> None:
+        self.shell = shell
+        self.session_id = uuid.uuid4().hex
+        self.settings: Settings = default_settings()
+        self.cpu = CpuDevice()
+        self.devices: list[Device] = [self.cpu]  # replaced, never mutated (sampler reads it)
+        self._accelerators_checked = False
+        self.ring = RingBuffer(self.settings["history_limit"])
+        self.bridge = Bridge(
+            handlers={
+                "get_report": lambda _p: self.report(),
+                "get_devices": lambda _p: {"devices": self.device_infos()},
+                "set_settings": lambda p: {"settings": self.update_settings(p)},
+                "get_insight": lambda p: {"insight": self.insight.snapshot(p.get("model"))},
+                "clear_history": lambda _p: {"cleared": self.clear_history()},
+            },
+            hello=self.hello,
+        )
+        self.sampler = Sampler(self.read_all, self.ring, sink=self.bridge, on_error=self._internal)
+        self.recorder = CellRecorder(
+            devices=lambda: self.devices,
+            peak_policy=lambda: self.settings["cuda_peak_policy"],
+            open_window=self.sampler.open_window,
+            close_window=self.sampler.close_window,
+            on_record=self._after_cell,
+        )
+        self.insight = InsightLink(shell, self.device_used)
+        self._installed_on: Any = None
+        self._lock = threading.Lock()
+
+    # --- lifecycle ------------------------------------------------------------------------
+
+    def install(self, shell: Any) -> None:
+        """Register hooks, comm target, sampler and exit handler (idempotent)."""
+        with self._lock:
+            if self._installed_on is shell:
+                return
+            if self._installed_on is not None:
+                self._uninstall_locked()
+            self.shell = shell
+            self.insight = InsightLink(shell, self.device_used)
+            shell.events.register("pre_run_cell", self._pre_run_cell)
+            shell.events.register("post_run_cell", self._post_run_cell)
+            self._installed_on = shell
+            self.bridge.register()
+            self._refresh_devices()
+            self.sampler.set_rate(self.settings["sample_hz"])
+            atexit.register(self.shutdown)
+
+    def uninstall(self) -> None:
+        with self._lock:
+            self._uninstall_locked()
+
+    def _uninstall_locked(self) -> None:
+        shell, self._installed_on = self._installed_on, None
+        if shell is not None:
+            for event, hook in (
+                ("pre_run_cell", self._pre_run_cell),
+                ("post_run_cell", self._post_run_cell),
+            ):
+                with contextlib.suppress(ValueError):
+                    shell.events.unregister(event, hook)
+        self.shutdown()
+        self.bridge.unregister()
+        atexit.unregister(self.shutdown)
+
+    def shutdown(self) -> None:
+        """Stop background work (kernel exit, extension unload); safe to call repeatedly."""
+        self.sampler.stop()
+        with contextlib.suppress(Exception):
+            self.insight.close()
+
+    @property
+    def installed(self) -> bool:
+        return self._installed_on is not None
+
+    # --- measurements ---------------------------------------------------------------------
+
+    def read_all(self) -> Sample:
+        readings: dict[str, DeviceSample] = {}
+        for device in self.devices:
+            try:
+                readings[device.id] = device.read()
+            except Exception:
+                continue
+        return {"t": time.time(), "d": readings}
+
+    def device_used(self, device_id: str) -> int | None:
+        """Current in-use bytes of one device (the insight breakdown's total), or None."""
+        for device in self.devices:
+            if device.id == device_id:
+                try:
+                    return device.read()["used"]
+                except Exception:
+                    return None
+        return None
+
+    def device_infos(self, samples: Mapping[str, DeviceSample] | None = None) -> list[DeviceInfo]:
+        infos: list[DeviceInfo] = []
+        for device in self.devices:
+            try:
+                infos.append(device.info((samples or {}).get(device.id)))
+            except Exception:
+                continue
+        return infos
+
+    def _refresh_devices(self) -> bool:
+        """Add CUDA/MPS devices the first time torch is seen imported; True when changed."""
+        if self._accelerators_checked or "torch" not in sys.modules:
+            return False
+        self._accelerators_checked = True
+        found = accelerator_devices()
+        if found:
+            self.devices = [self.cpu, *found]
+        return bool(found)
+
+    # --- requests -------------------------------------------------------------------------
+
+    def kernel_info(self) -> KernelInfo:
+        return environment.kernel_info()
+
+    def hello(self) -> HelloMessage:
+        return {
+            "type": "hello",
+            "protocol_version": PROTOCOL_VERSION,
+            "bridge_version": __version__,
+            "session_id": self.session_id,
+            "kernel": self.kernel_info(),
+            "devices": self.device_infos(),
+            "settings": dict(self.settings),  # type: ignore[typeddict-item]
+            "cells": self.recorder.history(),
+            "warnings": environment.warnings_for(self.devices),
+        }
+
+    def report(self) -> dict[str, Any]:
+        return build_report(self)
+
+    def update_settings(self, patch: Mapping[str, Any]) -> Settings:
+        """Validate and apply a partial update; raises ProtocolError('invalid_params')."""
+        new = apply_settings(self.settings, patch)
+        self.settings = new
+        self.ring.resize(new["history_limit"])
+        if self.installed and new["sample_hz"] != self.sampler.rate:
+            self.sampler.set_rate(new["sample_hz"])
+        if not new["insight"]:
+            self.insight.set_enabled(False)
+        return dict(new)  # type: ignore[return-value]
+
+    def clear_history(self) -> int:
+        self.ring.clear()
+        return self.recorder.clear()
+
+    # --- IPython events (never raise) -----------------------------------------------------
+
+    def _pre_run_cell(self, info: Any) -> None:
+        try:
+            self.recorder.pre_run_cell(info)
+        except Exception as exc:
+            self._internal(exc)
+
+    def _post_run_cell(self, result: Any) -> None:
+        try:
+            self.recorder.post_run_cell(result)
+        except Exception as exc:
+            self._internal(exc)
+
+    def _after_cell(self, record: CellRecord, after: dict[str, DeviceSample]) -> None:
+        if self._refresh_devices():
+            self.bridge.broadcast({"type": "devices", "devices": self.device_infos()})
+        if self.bridge.has_streams:
+            self.bridge.broadcast(
+                {"type": "cell", "record": record, "devices": self.device_infos(after)}
+            )
+        if self.settings["insight"] and "torch" in sys.modules:
+            self._run_insight()
+
+    def _run_insight(self) -> None:
+        try:
+            result = self.insight.after_cell(self.settings["insight_budget_ms"])
+        except Exception as exc:
+            self._internal(exc, "model insight failed")
+            return
+        if result is None:
+            return
+        self.bridge.broadcast({"type": "insight", "insight": result})
+        if result.get("skipped"):
+            self.bridge.broadcast(notice_message("info", f"model insight: {result['skipped']}"))
+
+    def _internal(self, exc: BaseException, what: str = "vramscope internal error") -> None:
+        self.bridge.broadcast(error_message("internal", f"{what}: {type(exc).__name__}: {exc}"))
+
+
+_runtime: Runtime | None = None
+_runtime_lock = threading.Lock()
+
+
+def get_runtime() -> Runtime:
+    global _runtime
+    with _runtime_lock:
+        if _runtime is None:
+            _runtime = Runtime()
+        return _runtime
+
+
+def current_runtime() -> Runtime | None:
+    return _runtime
+
+
+__all__ = ["Runtime", "current_runtime", "get_runtime"]
