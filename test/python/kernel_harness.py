@@ -1,0 +1,152 @@
+"""Drive a real IPython kernel through jupyter_client: execute with a cellId, open comms,
+collect comm messages from iopub."""
+
+from __future__ import annotations
+
+import queue
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any, Callable
+
+from jupyter_client.blocking.client import BlockingKernelClient
+from jupyter_client.manager import KernelManager
+
+PROTOCOL = "1.0.0"
+BOOTSTRAP = "import vramscope as _vramscope; _vramscope._bootstrap()"
+
+Msg = dict[str, Any]
+
+
+class KernelHarness:
+    def __init__(self) -> None:
+        self.km = KernelManager(kernel_name="python3")
+        self.km.start_kernel()
+        self.kc: BlockingKernelClient = self.km.client()
+        self.kc.start_channels()
+        self.kc.wait_for_ready(timeout=60)
+        self.iopub: list[Msg] = []
+
+    def close(self) -> None:
+        self.kc.stop_channels()
+        self.km.shutdown_kernel(now=False)
+
+    # --- iopub -----------------------------------------------------------------------------
+
+    def _pump(self, timeout: float) -> Msg | None:
+        try:
+            msg: Msg = self.kc.get_iopub_msg(timeout=timeout)
+        except queue.Empty:
+            return None
+        self.iopub.append(msg)
+        return msg
+
+    def wait_iopub(self, predicate: Callable[[Msg], bool], timeout: float = 30) -> Msg:
+        """Next iopub message (from now on) matching ``predicate``."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            msg = self._pump(min(0.5, max(0.01, deadline - time.monotonic())))
+            if msg is not None and predicate(msg):
+                return msg
+        raise TimeoutError("no matching iopub message")
+
+    def comm_data(self, comm_id: str, msg_type: str, timeout: float = 30) -> dict[str, Any]:
+        """Next comm message data of ``type`` on comm ``comm_id``."""
+        msg = self.wait_iopub(
+            lambda m: (
+                m["msg_type"] == "comm_msg"
+                and m["content"].get("comm_id") == comm_id
+                and m["content"]["data"].get("type") == msg_type
+            ),
+            timeout,
+        )
+        data: dict[str, Any] = msg["content"]["data"]
+        return data
+
+    # --- shell -----------------------------------------------------------------------------
+
+    def send_execute(self, code: str, cell_id: str | None = None, silent: bool = False) -> str:
+        content = {
+            "code": code,
+            "silent": silent,
+            "store_history": not silent,
+            "user_expressions": {},
+            "allow_stdin": False,
+            "stop_on_error": False,
+        }
+        metadata = {"cellId": cell_id} if cell_id else {}
+        msg = self.kc.session.msg("execute_request", content, metadata=metadata)
+        self.kc.shell_channel.send(msg)
+        msg_id: str = msg["header"]["msg_id"]
+        return msg_id
+
+    def reply(self, msg_id: str, timeout: float = 60) -> Msg:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            msg: Msg = self.kc.get_shell_msg(timeout=deadline - time.monotonic())
+            if msg["parent_header"].get("msg_id") == msg_id:
+                return msg
+        raise TimeoutError("no execute_reply")
+
+    def execute(self, code: str, cell_id: str | None = None, silent: bool = False) -> Msg:
+        reply = self.reply(self.send_execute(code, cell_id, silent))
+        return reply
+
+    def run_ok(self, code: str, cell_id: str | None = None) -> None:
+        reply = self.execute(code, cell_id)
+        assert reply["content"]["status"] == "ok", reply["content"]
+
+    def eval(self, expr: str) -> Any:
+        """Value of a Python expression in the kernel, via user_expressions (silent)."""
+        content = {
+            "code": "",
+            "silent": True,
+            "store_history": False,
+            "user_expressions": {"v": expr},
+            "allow_stdin": False,
+        }
+        msg = self.kc.session.msg("execute_request", content)
+        self.kc.shell_channel.send(msg)
+        reply = self.reply(msg["header"]["msg_id"])
+        value = reply["content"]["user_expressions"]["v"]
+        assert value["status"] == "ok", value
+        return eval(value["data"]["text/plain"])
+
+    def comm_open(self, channel: str, version: str = PROTOCOL) -> str:
+        comm_id = uuid.uuid4().hex
+        content = {"comm_id": comm_id, "target_name": "vramscope", "data": {"channel": channel}}
+        msg = self.kc.session.msg("comm_open", content, metadata={"protocol_version": version})
+        self.kc.shell_channel.send(msg)
+        return comm_id
+
+    def comm_send(self, comm_id: str, data: Any) -> None:
+        msg = self.kc.session.msg("comm_msg", {"comm_id": comm_id, "data": data})
+        self.kc.shell_channel.send(msg)
+
+    def request(
+        self, comm_id: str, method: str, params: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """Send a request on a control comm; return the matching reply or error data."""
+        req_id = uuid.uuid4().hex
+        self.comm_send(
+            comm_id, {"type": "request", "id": req_id, "method": method, "params": params or {}}
+        )
+        msg = self.wait_iopub(
+            lambda m: (
+                m["msg_type"] == "comm_msg"
+                and m["content"].get("comm_id") == comm_id
+                and req_id
+                in (m["content"]["data"].get("id"), m["content"]["data"].get("in_reply_to"))
+            )
+        )
+        data: dict[str, Any] = msg["content"]["data"]
+        return data
+
+    def messages_between(self, start: int, comm_id: str, msg_type: str) -> Iterator[Msg]:
+        for msg in self.iopub[start:]:
+            if (
+                msg["msg_type"] == "comm_msg"
+                and msg["content"].get("comm_id") == comm_id
+                and msg["content"]["data"].get("type") == msg_type
+            ):
+                yield msg

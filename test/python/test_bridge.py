@@ -1,0 +1,132 @@
+"""Bridge dispatch with an in-memory comm (the real-kernel path is in test_kernel.py)."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from vramscope.runtime import Runtime
+
+
+class FakeComm:
+    def __init__(self) -> None:
+        self.sent: list[dict[str, Any]] = []
+        self.closed = False
+        self.msg_cb: Callable[[dict[str, Any]], Any] | None = None
+        self.close_cb: Callable[[dict[str, Any]], Any] | None = None
+
+    def send(self, data: Any = None, metadata: Any = None, buffers: Any = None) -> None:
+        self.sent.append(data)
+
+    def close(self, data: Any = None, metadata: Any = None, buffers: Any = None) -> None:
+        self.closed = True
+
+    def on_msg(self, callback: Callable[[dict[str, Any]], Any]) -> None:
+        self.msg_cb = callback
+
+    def on_close(self, callback: Callable[[dict[str, Any]], Any]) -> None:
+        self.close_cb = callback
+
+    def deliver(self, data: Any) -> dict[str, Any]:
+        assert self.msg_cb is not None
+        self.msg_cb({"content": {"data": data}})
+        return self.sent[-1]
+
+
+def _open(rt: Runtime, channel: object, version: object = "1.0.0") -> FakeComm:
+    comm = FakeComm()
+    rt.bridge.on_open(
+        comm, {"content": {"data": {"channel": channel}}, "metadata": {"protocol_version": version}}
+    )
+    return comm
+
+
+def test_stream_open_sends_hello() -> None:
+    rt = Runtime()
+    comm = _open(rt, "stream", "1.3.0")
+    (hello,) = comm.sent
+    assert hello["type"] == "hello" and hello["protocol_version"] == "1.0.0"
+    assert set(hello) == {
+        "type",
+        "protocol_version",
+        "bridge_version",
+        "session_id",
+        "kernel",
+        "devices",
+        "settings",
+        "cells",
+        "warnings",
+    }
+    assert rt.bridge.wants_samples()
+    assert comm.close_cb is not None
+    comm.close_cb({})
+    assert not rt.bridge.wants_samples()
+
+
+def test_mismatch_and_bad_channel_close() -> None:
+    rt = Runtime()
+    comm = _open(rt, "stream", "2.0.0")
+    assert comm.closed and comm.sent[0]["code"] == "protocol_mismatch"
+    comm = _open(rt, "nonsense")
+    assert comm.closed and comm.sent[0]["code"] == "invalid_message"
+
+
+def test_control_requests() -> None:
+    rt = Runtime()
+    comm = _open(rt, "control")
+    assert comm.sent == []
+    out = comm.deliver(
+        {"type": "request", "id": "a", "method": "set_settings", "params": {"sample_hz": 2}}
+    )
+    assert (
+        out["type"] == "reply" and out["id"] == "a" and out["result"]["settings"]["sample_hz"] == 2
+    )
+    out = comm.deliver(
+        {"type": "request", "id": "b", "method": "set_settings", "params": {"sample_hz": 99}}
+    )
+    assert out == {
+        "type": "error",
+        "code": "invalid_params",
+        "message": out["message"],
+        "in_reply_to": "b",
+    }
+    assert rt.settings["sample_hz"] == 2
+    out = comm.deliver({"type": "request", "id": "c", "method": "nope", "params": {}})
+    assert out["code"] == "unknown_method" and out["in_reply_to"] == "c"
+    out = comm.deliver("garbage")
+    assert out["code"] == "invalid_message" and out["in_reply_to"] is None
+    out = comm.deliver({"type": "request", "id": "d", "method": "get_insight", "params": {}})
+    assert out["type"] == "reply" and set(out["result"]["insight"]) >= {
+        "layers",
+        "breakdown",
+        "holders",
+    }
+    out = comm.deliver({"type": "request", "id": "e", "method": "clear_history", "params": {}})
+    assert out["result"] == {"cleared": 0}
+
+
+def test_handler_failure_becomes_internal_error() -> None:
+    rt = Runtime()
+    comm = _open(rt, "control")
+
+    def boom() -> dict[str, Any]:
+        raise RuntimeError("kaput")
+
+    rt.report = boom  # type: ignore[method-assign]
+    out = comm.deliver({"type": "request", "id": "x", "method": "get_report", "params": {}})
+    assert out["type"] == "error" and out["code"] == "internal" and out["in_reply_to"] == "x"
+    assert "kaput" in out["message"]
+
+
+def test_send_failure_is_swallowed() -> None:
+    rt = Runtime()
+
+    class Broken(FakeComm):
+        def send(self, data: Any = None, metadata: Any = None, buffers: Any = None) -> None:
+            raise OSError("socket closed")
+
+    comm = Broken()
+    rt.bridge.on_open(
+        comm,
+        {"content": {"data": {"channel": "stream"}}, "metadata": {"protocol_version": "1.0.0"}},
+    )
+    rt.bridge.broadcast({"type": "notice", "level": "info", "message": "x"})

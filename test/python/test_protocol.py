@@ -1,0 +1,109 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import vramscope
+from vramscope.protocol import (
+    PROTOCOL_VERSION,
+    ProtocolError,
+    check_protocol_version,
+    validate_request,
+)
+from vramscope.settings import apply_settings, default_settings
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_version_matches_package_json() -> None:
+    package = json.loads((ROOT / "package.json").read_text(encoding="utf-8"))
+    assert vramscope.__version__ == package["version"]
+
+
+def test_protocol_version_matches_docs() -> None:
+    assert PROTOCOL_VERSION == "1.0.0"
+    assert f"version {PROTOCOL_VERSION}" in (ROOT / "docs" / "protocol.md").read_text()
+
+
+def _req(**over: object) -> dict[str, object]:
+    base: dict[str, object] = {"type": "request", "id": "r1", "method": "get_devices", "params": {}}
+    base.update(over)
+    return base
+
+
+def test_valid_request_passes_and_extra_fields_are_ignored() -> None:
+    req = validate_request(_req(extra=1))
+    assert req == {"type": "request", "id": "r1", "method": "get_devices", "params": {}}
+
+
+@pytest.mark.parametrize(
+    ("payload", "code", "reply_to"),
+    [
+        ([1, 2], "invalid_message", None),
+        ("hello", "invalid_message", None),
+        ({"id": "r1"}, "invalid_message", "r1"),
+        (_req(type="hello"), "unknown_type", "r1"),
+        (_req(id=""), "invalid_message", None),
+        (_req(id=5), "invalid_message", None),
+        (_req(method=3), "invalid_message", "r1"),
+        (_req(params=None), "invalid_message", "r1"),
+        (_req(method="explode"), "unknown_method", "r1"),
+        (_req(method="get_insight", params={"model": 3}), "invalid_params", "r1"),
+    ],
+)
+def test_invalid_requests(payload: object, code: str, reply_to: str | None) -> None:
+    with pytest.raises(ProtocolError) as info:
+        validate_request(payload)
+    assert info.value.code == code
+    assert info.value.in_reply_to == reply_to
+
+
+@pytest.mark.parametrize("version", ["1.0.0", "1.4.2", "1.0.0-beta"])
+def test_same_major_accepted(version: str) -> None:
+    check_protocol_version({"protocol_version": version})
+
+
+@pytest.mark.parametrize(
+    "metadata", [{"protocol_version": "2.0.0"}, {}, None, {"protocol_version": 1}]
+)
+def test_major_mismatch_rejected(metadata: object) -> None:
+    with pytest.raises(ProtocolError) as info:
+        check_protocol_version(metadata)
+    assert info.value.code == "protocol_mismatch"
+    assert PROTOCOL_VERSION in info.value.message
+
+
+def test_settings_defaults_and_patch() -> None:
+    base = default_settings()
+    assert base == {
+        "sample_hz": 10.0,
+        "cuda_peak_policy": "reset",
+        "insight": True,
+        "insight_budget_ms": 20.0,
+        "history_limit": 36000,
+    }
+    new = apply_settings(base, {"sample_hz": 0, "cuda_peak_policy": "preserve", "whatever": 1})
+    assert new["sample_hz"] == 0 and new["cuda_peak_policy"] == "preserve"
+    assert base["sample_hz"] == 10.0
+
+
+@pytest.mark.parametrize(
+    "patch",
+    [
+        {"sample_hz": 0.1},
+        {"sample_hz": 51},
+        {"sample_hz": float("nan")},
+        {"sample_hz": True},
+        {"cuda_peak_policy": "sometimes"},
+        {"insight": 1},
+        {"insight_budget_ms": -1},
+        {"history_limit": 0},
+        {"history_limit": 2.5},
+    ],
+)
+def test_bad_settings_rejected(patch: dict[str, object]) -> None:
+    with pytest.raises(ProtocolError) as info:
+        apply_settings(default_settings(), patch)
+    assert info.value.code == "invalid_params"
