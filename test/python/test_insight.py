@@ -353,3 +353,26 @@ def test_ipython_output_cache_and_traceback() -> None:
     finally:
         eng.uninstall()
         shell.run_cell("%reset -f")
+
+
+@pytest.mark.cuda
+def test_cuda_exact_and_breakdown(engine: InsightEngine, ns: dict[str, Any]) -> None:
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    model = transformer().cuda()
+    ns["model"] = model
+    with StorageRecorder() as rec:
+        x = torch.randn(4, 32, 64, device="cuda")
+        loss = model(x).square().mean()
+    del x
+    truth = rec.alive_bytes(model_ptrs(model) | {loss.untyped_storage().data_ptr()})
+    insight = engine.after_cell(1000)
+    assert saved_total(insight) == truth
+    cuda = insight["breakdown"]["cuda:0"]
+    assert cuda["activations"] == truth
+    assert cuda["total_bytes"] == torch.cuda.memory_allocated(0)
+    parts = ("parameters", "gradients", "optimizer_state", "activations", "other")
+    assert sum(cuda[k] for k in parts) == cuda["total_bytes"]
+    assert cuda["reserved_free"] >= 0 and cuda["outside_pytorch"] >= 0
+    loss.backward()
+    assert engine.tracker.bytes_by_device().get("cuda:0", 0) == 0
