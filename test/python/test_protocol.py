@@ -107,3 +107,12 @@ def test_bad_settings_rejected(patch: dict[str, object]) -> None:
     with pytest.raises(ProtocolError) as info:
         apply_settings(default_settings(), patch)
     assert info.value.code == "invalid_params"
+
+
+def test_report_keys_documented() -> None:
+    from vramscope.report import REPORT_KEYS
+
+    doc = (ROOT / "docs" / "report-schema.md").read_text(encoding="utf-8")
+    table = doc.split("## Top level", 1)[1].split("##", 1)[0]
+    documented = tuple(line.split("`")[1] for line in table.splitlines() if line.startswith("| `"))
+    assert documented == REPORT_KEYS
