@@ -32,15 +32,7 @@ export function lowerBound(
   lo = 0,
   hi = t.length
 ): number {
-  while (lo < hi) {
-    const mid = (lo + hi) >>> 1;
-    if (t[mid] < x) {
-      lo = mid + 1;
-    } else {
-      hi = mid;
-    }
-  }
-  return lo;
+  return bound(t, x, lo, hi, false);
 }
 
 /** First index `i` in `[lo, hi)` with `t[i] > x` (`hi` when none). */
@@ -50,9 +42,19 @@ export function upperBound(
   lo = 0,
   hi = t.length
 ): number {
+  return bound(t, x, lo, hi, true);
+}
+
+function bound(
+  t: ArrayLike<number>,
+  x: number,
+  lo: number,
+  hi: number,
+  inclusive: boolean
+): number {
   while (lo < hi) {
     const mid = (lo + hi) >>> 1;
-    if (t[mid] <= x) {
+    if (t[mid] < x || (inclusive && t[mid] === x)) {
       lo = mid + 1;
     } else {
       hi = mid;

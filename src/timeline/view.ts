@@ -1,0 +1,746 @@
+/**
+ * The live memory timeline: one plot for the selected device, cells as bands, restarts as
+ * vertical markers, peak-preserving downsampling of the visible window, throttled redraws.
+ */
+import type { IThemeManager } from '@jupyterlab/apputils';
+import { Message } from '@lumino/messaging';
+import { ISignal, Signal } from '@lumino/signaling';
+import { Widget } from '@lumino/widgets';
+
+import type { IMemorySession } from '../tokens';
+import { axisUnit, formatBytes } from './bytes';
+import { IPlotElement, loadPlotly, PlotlyModule } from './plotly';
+import {
+  cellBands,
+  DeviceSeries,
+  ICellBand,
+  ITraceSpec,
+  TimelineSeries
+} from './series';
+
+/** Window choices for "follow live" (seconds; Infinity = the whole history). */
+export const WINDOW_CHOICES: ReadonlyArray<{ label: string; seconds: number }> =
+  [
+    { label: '1 min', seconds: 60 },
+    { label: '5 min', seconds: 300 },
+    { label: '30 min', seconds: 1800 },
+    { label: '2 h', seconds: 7200 },
+    { label: 'all', seconds: Infinity }
+  ];
+
+export class TimelineView extends Widget {
+  constructor(options: TimelineView.IOptions = {}) {
+    super();
+    this.addClass('vramscope-Timeline');
+    this._windowSeconds = options.windowSeconds ?? 300;
+    this._minIntervalMs = 1000 / Math.max(1, options.maxRedrawsPerSecond ?? 10);
+    this.node.setAttribute('data-sample-count', '0');
+
+    const bar = document.createElement('div');
+    bar.className = 'vramscope-Timeline-toolbar';
+
+    this._deviceSelect = document.createElement('select');
+    this._deviceSelect.className = 'vramscope-Timeline-device';
+    this._deviceSelect.title = 'Device';
+    this._deviceSelect.setAttribute('aria-label', 'Device');
+    this._deviceSelect.addEventListener('change', this);
+
+    this._windowSelect = document.createElement('select');
+    this._windowSelect.className = 'vramscope-Timeline-window';
+    this._windowSelect.title = 'Time window shown while following live';
+    this._windowSelect.setAttribute('aria-label', 'Time window');
+    for (const w of WINDOW_CHOICES) {
+      const opt = document.createElement('option');
+      opt.value = String(w.seconds);
+      opt.textContent = w.label;
+      this._windowSelect.appendChild(opt);
+    }
+    this._windowSelect.addEventListener('change', this);
+
+    this._followButton = document.createElement('button');
+    this._followButton.type = 'button';
+    this._followButton.className = 'vramscope-Timeline-follow';
+    this._followButton.textContent = 'Follow live';
+    this._followButton.title =
+      'Keep the time axis on the latest samples (zooming or panning turns this off)';
+    this._followButton.addEventListener('click', this);
+
+    this._status = document.createElement('span');
+    this._status.className = 'vramscope-Timeline-status';
+
+    bar.append(
+      this._deviceSelect,
+      this._windowSelect,
+      this._followButton,
+      this._status
+    );
+
+    this._plot = document.createElement('div') as unknown as IPlotElement;
+    this._plot.className = 'vramscope-Timeline-plot';
+
+    this._empty = document.createElement('div');
+    this._empty.className = 'vramscope-Timeline-empty';
+
+    this.node.append(bar, this._plot, this._empty);
+    this._themeManager = options.themeManager ?? null;
+    this._themeManager?.themeChanged.connect(this._onThemeChanged, this);
+    this._syncControls();
+    this._updateEmpty();
+  }
+
+  /** The session shown (null: none). */
+  get session(): IMemorySession | null {
+    return this._session;
+  }
+
+  /** The per-device series mirrored from the session (read-only use). */
+  get series(): TimelineSeries {
+    return this._series;
+  }
+
+  /** Emitted with the cell id when a cell band is clicked (after `revealCell`). */
+  get cellClicked(): ISignal<this, string> {
+    return this._cellClicked;
+  }
+
+  /** Show a session's timeline; `null` clears the view. */
+  setSession(session: IMemorySession | null): void {
+    if (session === this._session) {
+      return;
+    }
+    const old = this._session;
+    if (old) {
+      old.samplesAdded.disconnect(this._onSamples, this);
+      old.cellRecorded.disconnect(this._onChanged, this);
+      old.changed.disconnect(this._onChanged, this);
+      old.devicesChanged.disconnect(this._onChanged, this);
+    }
+    this._session = session;
+    this._series.reset();
+    this._userRange = null;
+    this._follow = true;
+    if (session) {
+      session.samplesAdded.connect(this._onSamples, this);
+      session.cellRecorded.connect(this._onChanged, this);
+      session.changed.connect(this._onChanged, this);
+      session.devicesChanged.connect(this._onChanged, this);
+      this._series.sync(session);
+    }
+    this._afterSync();
+  }
+
+  /** Whether the x-range tracks the latest samples. */
+  get follow(): boolean {
+    return this._follow;
+  }
+  set follow(value: boolean) {
+    if (value === this._follow) {
+      return;
+    }
+    this._follow = value;
+    if (value) {
+      this._userRange = null;
+    }
+    this._syncControls();
+    this._scheduleDraw();
+  }
+
+  /** The followed window in seconds (`Infinity` = the whole history). */
+  get windowSeconds(): number {
+    return this._windowSeconds;
+  }
+  set windowSeconds(value: number) {
+    this._windowSeconds = value > 0 ? value : Infinity;
+    this._syncControls();
+    this._scheduleDraw();
+  }
+
+  /** The device shown; defaults to the first CUDA device, else MPS, else CPU. */
+  get deviceId(): string | null {
+    return this._currentDevice()?.id ?? null;
+  }
+  set deviceId(id: string | null) {
+    this._deviceId = id;
+    this._syncControls();
+    this._scheduleDraw();
+  }
+
+  /** Re-read the `--jp-*` colours and redraw (call on theme change if no theme manager). */
+  refreshTheme(): void {
+    this._theme = null;
+    this._scheduleDraw();
+  }
+
+  /** Draw now (bypassing the throttle); resolves when plotly has rendered. */
+  async redraw(): Promise<void> {
+    this._cancelScheduled();
+    await this._drawNow();
+  }
+
+  handleEvent(event: Event): void {
+    if (event.type === 'click' && event.currentTarget === this._followButton) {
+      this.follow = !this._follow;
+    } else if (event.currentTarget === this._deviceSelect) {
+      this.deviceId = this._deviceSelect.value || null;
+    } else if (event.currentTarget === this._windowSelect) {
+      this._windowSeconds = Number(this._windowSelect.value);
+      this._follow = true;
+      this._userRange = null;
+      this._syncControls();
+      this._scheduleDraw();
+    }
+  }
+
+  dispose(): void {
+    if (this.isDisposed) {
+      return;
+    }
+    this.setSession(null);
+    this._themeManager?.themeChanged.disconnect(this._onThemeChanged, this);
+    this._cancelScheduled();
+    if (this._plotly && this._plotted) {
+      this._plotly.purge(this._plot);
+    }
+    this._plotted = false;
+    super.dispose();
+    Signal.clearData(this);
+  }
+
+  protected onResize(msg: Widget.ResizeMessage): void {
+    super.onResize(msg);
+    this._resizePlot();
+  }
+
+  protected onAfterShow(msg: Message): void {
+    super.onAfterShow(msg);
+    this._resizePlot();
+    if (this._dirty) {
+      this._scheduleDraw();
+    }
+  }
+
+  private _resizePlot(): void {
+    if (this._plotly && this._plotted && this.isVisible) {
+      void this._plotly.Plots.resize(this._plot);
+      this._scheduleDraw();
+    }
+  }
+
+  private _onSamples(): void {
+    if (this._session) {
+      this._series.sync(this._session);
+    }
+    this._afterSync();
+  }
+
+  private _onChanged(): void {
+    this._onSamples();
+  }
+
+  private _onThemeChanged(): void {
+    this.refreshTheme();
+  }
+
+  private _afterSync(): void {
+    this.node.setAttribute(
+      'data-sample-count',
+      String(this._series.sampleCount)
+    );
+    this._syncControls();
+    this._updateEmpty();
+    this._scheduleDraw();
+  }
+
+  private _currentDevice(): DeviceSeries | undefined {
+    if (this._deviceId) {
+      const d = this._series.device(this._deviceId);
+      if (d) {
+        return d;
+      }
+    }
+    const devs = this._series.devices;
+    return (
+      devs.find(d => d.kind === 'cuda') ??
+      devs.find(d => d.kind === 'mps') ??
+      devs[0]
+    );
+  }
+
+  private _syncControls(): void {
+    const devs = this._series.devices;
+    const ids = devs.map(d => d.id).join('\n');
+    if (ids !== this._deviceIds) {
+      this._deviceIds = ids;
+      this._deviceSelect.textContent = '';
+      for (const d of devs) {
+        const opt = document.createElement('option');
+        opt.value = d.id;
+        opt.textContent = d.id;
+        this._deviceSelect.appendChild(opt);
+      }
+    }
+    this._deviceSelect.hidden = devs.length < 2;
+    const cur = this._currentDevice();
+    if (cur) {
+      this._deviceSelect.value = cur.id;
+    }
+    this._windowSelect.value = String(this._windowSeconds);
+    this._followButton.setAttribute('aria-pressed', String(this._follow));
+    this._followButton.classList.toggle('vramscope-mod-active', this._follow);
+    const n = this._series.sampleCount;
+    this._status.textContent = n
+      ? `${n.toLocaleString('en-US')} sample${n === 1 ? '' : 's'}`
+      : '';
+  }
+
+  private _updateEmpty(): void {
+    let text = '';
+    if (!this._session) {
+      text = 'No notebook selected.';
+    } else if (!this._currentDevice()) {
+      const hz = this._session.settings?.sample_hz;
+      text =
+        hz === 0
+          ? 'Sampling is off (sample_hz = 0): no live timeline.'
+          : 'No samples yet: they appear while the kernel runs.';
+    }
+    this._empty.textContent = text;
+    this._empty.hidden = !text;
+    this.node.classList.toggle('vramscope-mod-empty', !!text);
+  }
+
+  private _cancelScheduled(): void {
+    if (this._timer) {
+      clearTimeout(this._timer);
+      this._timer = 0;
+    }
+    if (this._raf) {
+      cancelAnimationFrame(this._raf);
+      this._raf = 0;
+    }
+    this._scheduled = false;
+  }
+
+  /** At most one draw per `_minIntervalMs`, aligned on an animation frame. */
+  private _scheduleDraw(): void {
+    if (this._scheduled || this.isDisposed) {
+      return;
+    }
+    this._scheduled = true;
+    const wait = Math.max(
+      0,
+      this._minIntervalMs - (performance.now() - this._lastDrawAt)
+    );
+    this._timer = window.setTimeout(() => {
+      this._timer = 0;
+      this._raf = requestAnimationFrame(() => {
+        this._raf = 0;
+        this._scheduled = false;
+        void this._drawNow();
+      });
+    }, wait);
+  }
+
+  private async _drawNow(): Promise<void> {
+    if (this.isDisposed) {
+      return;
+    }
+    if (!this.isVisible) {
+      this._dirty = true;
+      return;
+    }
+    if (this._drawing) {
+      this._again = true;
+      return this._drawing;
+    }
+    this._dirty = false;
+    this._lastDrawAt = performance.now();
+    this._drawing = this._render().finally(() => {
+      this._drawing = null;
+      if (this._again) {
+        this._again = false;
+        this._scheduleDraw();
+      }
+    });
+    return this._drawing;
+  }
+
+  private async _render(): Promise<void> {
+    const dev = this._currentDevice();
+    if (!this._session || !dev || dev.length === 0) {
+      if (this._plotly && this._plotted) {
+        this._plotly.purge(this._plot);
+        this._plotted = false;
+      }
+      return;
+    }
+    const Plotly = this._plotly ?? (await loadPlotly());
+    if (this.isDisposed) {
+      return;
+    }
+    this._plotly = Plotly;
+    const theme = this._theme ?? (this._theme = Private.readTheme(this.node));
+    const figure = this._figure(dev, theme);
+    await Plotly.react(this._plot, figure.data, figure.layout, {
+      displaylogo: false,
+      responsive: false,
+      scrollZoom: true,
+      modeBarButtonsToRemove: ['select2d', 'lasso2d', 'autoScale2d']
+    });
+    if (!this._plotted) {
+      this._plotted = true;
+      this._plot.on('plotly_relayout', (e: any) => this._onRelayout(e));
+      this._plot.on('plotly_click', (e: any) => this._onPlotClick(e));
+    }
+  }
+
+  /** The visible window in kernel seconds. */
+  private _range(dev: DeviceSeries): [number, number] {
+    const [first, last] = this._series.timeSpan();
+    const t1 = isNaN(last) ? dev.lastTime : last;
+    const t0 = isNaN(first) ? dev.firstTime : first;
+    if (!this._follow && this._userRange) {
+      return this._userRange;
+    }
+    if (this._follow && isFinite(this._windowSeconds)) {
+      return [t1 - this._windowSeconds, t1];
+    }
+    return t1 > t0 ? [t0, t1] : [t0 - 1, t1 + 1];
+  }
+
+  private _figure(
+    dev: DeviceSeries,
+    theme: Private.ITheme
+  ): { data: any[]; layout: any } {
+    const [r0, r1] = this._range(dev);
+    const width = this._plot.clientWidth || 800;
+    const buckets = Math.max(100, Math.min(2000, Math.round(width)));
+    const drawn = dev.downsample(r0, r1, buckets);
+    let ymax = 0;
+    for (const { points } of drawn) {
+      for (let i = 0; i < points.t.length; i++) {
+        const t = points.t[i];
+        if (t >= r0 && t <= r1 && points.v[i] > ymax) {
+          ymax = points.v[i];
+        }
+      }
+    }
+    const { unit, scale } = axisUnit(ymax);
+    const data: any[] = [];
+
+    // Cell bands: shapes for the look, an invisible bar per cell for hover and click.
+    const bands = cellBands(this._session!.cells, dev.id).filter(
+      b => b.end >= r0 && b.start <= r1
+    );
+    const minWidth = (r1 - r0) * 0.004;
+    const shapes: any[] = [];
+    const annotations: any[] = [];
+    bands.forEach((b, i) => {
+      const color = b.oom || !b.ok ? theme.error : theme.band;
+      shapes.push({
+        type: 'rect',
+        xref: 'x',
+        yref: 'paper',
+        x0: toX(b.start),
+        x1: toX(Math.max(b.end, b.start + minWidth)),
+        y0: 0,
+        y1: 1,
+        fillcolor: color,
+        opacity: b.oom || !b.ok ? 0.18 : i % 2 ? 0.22 : 0.32,
+        line: { width: 0 },
+        layer: 'below'
+      });
+      if (bands.length <= Private.MAX_LABELS) {
+        annotations.push({
+          x: toX((b.start + b.end) / 2),
+          xref: 'x',
+          y: 1,
+          yref: 'paper',
+          yanchor: 'top',
+          text: b.label,
+          showarrow: false,
+          font: { size: 10, color: theme.muted }
+        });
+      }
+    });
+    if (bands.length) {
+      data.push({
+        type: 'bar',
+        name: 'cells',
+        x: bands.map(b => toX((b.start + b.end) / 2)),
+        y: bands.map(() => 1),
+        width: bands.map(b => Math.max(b.end - b.start, minWidth) * 1000),
+        yaxis: 'y2',
+        marker: { color: 'rgba(0,0,0,0)' },
+        hovertext: bands.map(b => Private.bandHover(b, dev.id)),
+        hovertemplate: '%{hovertext}<extra></extra>',
+        customdata: bands.map(b => b.cellId),
+        showlegend: false,
+        hoverlabel: { align: 'left' }
+      });
+    }
+
+    for (const { trace, points } of drawn) {
+      const x = new Float64Array(points.t.length);
+      const y = new Float64Array(points.t.length);
+      for (let i = 0; i < x.length; i++) {
+        x[i] = toX(points.t[i]);
+        y[i] = points.v[i] / scale;
+      }
+      data.push({
+        type: 'scatter',
+        mode: 'lines',
+        name: trace.spec.label,
+        x,
+        y,
+        line: Private.lineStyle(trace.spec, theme),
+        connectgaps: false,
+        hovertemplate: `${trace.spec.label}: %{y:.2f} ${unit}<extra></extra>`
+      });
+    }
+
+    for (const r of this._session!.restarts) {
+      if (r >= r0 && r <= r1) {
+        shapes.push({
+          type: 'line',
+          xref: 'x',
+          yref: 'paper',
+          x0: toX(r),
+          x1: toX(r),
+          y0: 0,
+          y1: 1,
+          line: { color: theme.warn, width: 1.5, dash: 'dot' }
+        });
+        annotations.push({
+          x: toX(r),
+          xref: 'x',
+          y: 0,
+          yref: 'paper',
+          yanchor: 'bottom',
+          xanchor: 'left',
+          text: 'restart',
+          showarrow: false,
+          font: { size: 10, color: theme.warn }
+        });
+      }
+    }
+
+    const axis = {
+      gridcolor: theme.grid,
+      linecolor: theme.grid,
+      zerolinecolor: theme.grid,
+      tickfont: { color: theme.muted }
+    };
+    const layout = {
+      margin: { l: 56, r: 12, t: 28, b: 32 },
+      paper_bgcolor: theme.background,
+      plot_bgcolor: theme.background,
+      font: { family: theme.font, size: 11, color: theme.text },
+      showlegend: true,
+      legend: {
+        orientation: 'h',
+        x: 0,
+        y: 1,
+        xanchor: 'left',
+        yanchor: 'bottom',
+        font: { size: 10 }
+      },
+      hovermode: 'closest',
+      hoverlabel: { bgcolor: theme.background, font: { color: theme.text } },
+      dragmode: 'zoom',
+      uirevision: 'vramscope-timeline',
+      xaxis: { ...axis, type: 'date', range: [toX(r0), toX(r1)] },
+      yaxis: {
+        ...axis,
+        title: { text: unit, font: { size: 10, color: theme.muted } },
+        range: [0, ((ymax || 1) * 1.1) / scale],
+        fixedrange: true
+      },
+      yaxis2: {
+        overlaying: 'y',
+        range: [0, 1],
+        visible: false,
+        fixedrange: true
+      },
+      shapes,
+      annotations
+    };
+    return { data, layout };
+  }
+
+  private _onRelayout(e: Record<string, unknown>): void {
+    if (!e) {
+      return;
+    }
+    let a = e['xaxis.range[0]'];
+    let b = e['xaxis.range[1]'];
+    const both = e['xaxis.range'];
+    if (Array.isArray(both)) {
+      [a, b] = both;
+    }
+    if (a !== undefined && b !== undefined) {
+      const t0 = fromX(a);
+      const t1 = fromX(b);
+      if (isFinite(t0) && isFinite(t1) && t1 > t0) {
+        this._userRange = [t0, t1];
+        this._follow = false;
+        this._syncControls();
+        this._scheduleDraw();
+      }
+    } else if (e['xaxis.autorange']) {
+      // Double-click: show everything, not following.
+      this._userRange = null;
+      this._follow = false;
+      this._syncControls();
+      this._scheduleDraw();
+    }
+  }
+
+  private _onPlotClick(e: any): void {
+    const point = e?.points?.find((p: any) => typeof p.customdata === 'string');
+    const id = point?.customdata as string | undefined;
+    if (id && this._session) {
+      this._session.revealCell(id);
+      this._cellClicked.emit(id);
+    }
+  }
+
+  private _session: IMemorySession | null = null;
+  private _series = new TimelineSeries();
+  private _themeManager: IThemeManager | null;
+  private _theme: Private.ITheme | null = null;
+  private _plotly: PlotlyModule | null = null;
+  private _plotted = false;
+  private _follow = true;
+  private _windowSeconds: number;
+  private _userRange: [number, number] | null = null;
+  private _deviceId: string | null = null;
+  private _deviceIds = '';
+  private _minIntervalMs: number;
+  private _lastDrawAt = -Infinity;
+  private _scheduled = false;
+  private _timer = 0;
+  private _raf = 0;
+  private _drawing: Promise<void> | null = null;
+  private _again = false;
+  private _dirty = false;
+  private _plot: IPlotElement;
+  private _empty: HTMLDivElement;
+  private _status: HTMLSpanElement;
+  private _deviceSelect: HTMLSelectElement;
+  private _windowSelect: HTMLSelectElement;
+  private _followButton: HTMLButtonElement;
+  private _cellClicked = new Signal<this, string>(this);
+}
+
+export namespace TimelineView {
+  export interface IOptions {
+    /** Redraw with the new `--jp-*` colours when the theme changes. */
+    themeManager?: IThemeManager | null;
+    /** Initial "follow live" window in seconds (default 300; Infinity = all). */
+    windowSeconds?: number;
+    /** Redraw throttle (default 10 per second). */
+    maxRedrawsPerSecond?: number;
+  }
+}
+
+/**
+ * Plotly shows date axes in UTC; shift kernel seconds so the axis reads local wall-clock
+ * time. Exported for tests.
+ */
+export function toX(t: number): number {
+  return t * 1000 - Private.tzOffsetMs(t);
+}
+
+/** Inverse of `toX`; accepts plotly's range values (numbers or date strings). */
+export function fromX(x: unknown): number {
+  let ms: number;
+  if (typeof x === 'number') {
+    ms = x;
+  } else if (typeof x === 'string') {
+    const s = x.trim().replace(' ', 'T');
+    ms = Date.parse(s.includes('T') ? `${s}Z` : `${s}T00:00:00Z`);
+  } else {
+    return NaN;
+  }
+  const approx = ms / 1000;
+  return (ms + Private.tzOffsetMs(approx)) / 1000;
+}
+
+namespace Private {
+  export const MAX_LABELS = 80;
+
+  export function tzOffsetMs(t: number): number {
+    return new Date(t * 1000).getTimezoneOffset() * 60000;
+  }
+
+  export interface ITheme {
+    background: string;
+    text: string;
+    muted: string;
+    grid: string;
+    font: string;
+    primary: string;
+    secondary: string;
+    peak: string;
+    device: string;
+    band: string;
+    warn: string;
+    error: string;
+  }
+
+  export function readTheme(node: HTMLElement): ITheme {
+    const style = getComputedStyle(node);
+    const v = (name: string, fallback: string) =>
+      style.getPropertyValue(name).trim() || fallback;
+    return {
+      background: v('--jp-layout-color1', '#ffffff'),
+      text: v('--jp-ui-font-color1', '#212121'),
+      muted: v('--jp-ui-font-color2', '#616161'),
+      grid: v('--jp-border-color2', '#e0e0e0'),
+      font: v('--jp-ui-font-family', 'system-ui, sans-serif'),
+      primary: v('--jp-brand-color1', '#1976d2'),
+      secondary: v('--jp-warn-color1', '#f57c00'),
+      peak: v('--jp-error-color1', '#d32f2f'),
+      device: v('--jp-ui-font-color2', '#616161'),
+      band: v('--jp-layout-color3', '#bdbdbd'),
+      warn: v('--jp-warn-color0', '#e65100'),
+      error: v('--jp-error-color1', '#d32f2f')
+    };
+  }
+
+  export function lineStyle(spec: ITraceSpec, theme: ITheme): any {
+    switch (spec.role) {
+      case 'primary':
+        return { color: theme.primary, width: 2 };
+      case 'secondary':
+        return { color: theme.secondary, width: 1.5 };
+      case 'peak':
+        return { color: theme.peak, width: 1, dash: 'dot' };
+      default:
+        return { color: theme.device, width: 1, dash: 'dash' };
+    }
+  }
+
+  export function bandHover(b: ICellBand, deviceId: string): string {
+    const lines = [
+      `<b>${escape(b.label)}</b> ${escape(b.codeHead || '(empty)')}`,
+      `${b.end - b.start >= 1 ? (b.end - b.start).toFixed(1) : ((b.end - b.start) * 1000).toFixed(0) + ' m'}s`
+    ];
+    if (b.deltaBytes !== null) {
+      lines.push(
+        `${escape(deviceId)}: Δ ${formatBytes(b.deltaBytes, true)}, peak ${formatBytes(b.peakDeltaBytes ?? 0, true)}`
+      );
+    }
+    if (b.oom) {
+      lines.push('<b>out of memory</b>');
+    } else if (!b.ok) {
+      lines.push(`error: ${escape(b.errorType ?? 'unknown')}`);
+    }
+    return lines.join('<br>');
+  }
+
+  function escape(s: string): string {
+    return s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
+  }
+}

@@ -1,0 +1,357 @@
+import { Widget } from '@lumino/widgets';
+
+import {
+  cellRecord,
+  FakeSession,
+  sawtooth
+} from '../../bench/timeline_update.fake';
+import { cellBands, kindOf, TimelineSeries } from '../../src/timeline/series';
+import { fromX, TimelineView, toX } from '../../src/timeline/view';
+
+const GiB = 2 ** 30;
+const MiB = 2 ** 20;
+
+function finite(a: ArrayLike<number>): number[] {
+  return Array.from(a).filter(x => !isNaN(x));
+}
+
+describe('TimelineSeries', () => {
+  it('builds CUDA traces and shows device_used only when present', () => {
+    const s = new FakeSession();
+    s.addSamples(sawtooth(100, { deviceId: 'cuda:0' }), false);
+    const series = new TimelineSeries();
+    expect(series.sync(s)).toBe(100);
+    const dev = series.device('cuda:0')!;
+    expect(dev.kind).toBe('cuda');
+    expect(dev.visibleTraces().map(t => t.spec.label)).toEqual([
+      'allocated',
+      'reserved',
+      'peak'
+    ]);
+    s.addSamples(
+      sawtooth(10, {
+        deviceId: 'cuda:0',
+        t0: 1_700_000_100,
+        withDeviceUsed: true
+      }),
+      false
+    );
+    series.sync(s);
+    const labels = dev.visibleTraces().map(t => t.spec.label);
+    expect(labels).toEqual([
+      'allocated',
+      'reserved',
+      'peak',
+      'device used (all processes)'
+    ]);
+    const du = dev.traces.find(t => t.spec.field === 'device_used')!;
+    // the first 100 samples had no device_used: NaN, the last 10 have used + 1 GiB
+    expect(finite(du.data.values())).toHaveLength(10);
+    expect(du.data.lastValue).toBe(dev.traces[0].data.lastValue + GiB);
+  });
+
+  it('maps CPU and MPS fields to their own labels', () => {
+    const s = new FakeSession();
+    s.devices = [
+      {
+        id: 'cpu',
+        kind: 'cpu',
+        name: 'CPU',
+        total_bytes: null,
+        used_bytes: 0,
+        reserved_bytes: null,
+        initialized: true,
+        source: 'mallinfo2'
+      }
+    ];
+    s.addSamples(
+      [
+        {
+          t: 1,
+          d: {
+            cpu: { used: 10 * MiB, reserved: 50 * MiB },
+            mps: { used: 1, reserved: 2 }
+          }
+        }
+      ],
+      false
+    );
+    const series = new TimelineSeries();
+    series.sync(s);
+    const cpu = series.device('cpu')!;
+    expect(
+      cpu.visibleTraces().map(t => [t.spec.label, t.data.lastValue])
+    ).toEqual([
+      ['in use', 10 * MiB],
+      ['RSS', 50 * MiB]
+    ]);
+    expect(
+      series
+        .device('mps')!
+        .visibleTraces()
+        .map(t => t.spec.label)
+    ).toEqual(['allocated', 'driver']);
+    expect(kindOf('cuda:1')).toBe('cuda');
+  });
+
+  it('reads only new samples and inserts a gap at a restart', () => {
+    const s = new FakeSession();
+    s.addSamples(sawtooth(50, { t0: 100, deviceId: 'cpu' }), false);
+    const series = new TimelineSeries();
+    series.sync(s);
+    s.restarts.push(106);
+    s.addSamples(sawtooth(20, { t0: 110, deviceId: 'cpu' }), false);
+    expect(series.sync(s)).toBe(20);
+    expect(series.sampleCount).toBe(70);
+    const used = series.device('cpu')!.traces[0].data;
+    // 50 + gap + 20
+    expect(used.length).toBe(71);
+    const v = used.values();
+    const t = used.times();
+    expect(isNaN(v[50])).toBe(true);
+    expect(t[50]).toBe(106);
+    expect(t[49]).toBeCloseTo(104.9);
+    expect(t[51]).toBe(110);
+  });
+
+  it('inserts a gap when a device is missing from a sample', () => {
+    const s = new FakeSession();
+    s.addSamples(
+      [
+        { t: 1, d: { cpu: { used: 1 }, 'cuda:0': { used: 5 } } },
+        { t: 2, d: { cpu: { used: 2 } } },
+        { t: 3, d: { cpu: { used: 3 } } },
+        { t: 4, d: { cpu: { used: 4 }, 'cuda:0': { used: 6 } } }
+      ],
+      false
+    );
+    const series = new TimelineSeries();
+    series.sync(s);
+    const cuda = series.device('cuda:0')!.traces[0].data;
+    expect(Array.from(cuda.times())).toEqual([1, 2, 4]);
+    expect(Array.from(cuda.values())).toEqual([5, NaN, 6]);
+    expect(series.device('cpu')!.length).toBe(4);
+  });
+
+  it('rebuilds when more samples arrived than the ring keeps', () => {
+    const s = new FakeSession(100);
+    s.addSamples(sawtooth(80, { deviceId: 'cpu' }), false);
+    const series = new TimelineSeries();
+    series.sync(s);
+    s.addSamples(sawtooth(150, { deviceId: 'cpu', t0: 1_700_000_100 }), false);
+    expect(series.sync(s)).toBe(100);
+    expect(series.sampleCount).toBe(230);
+    expect(series.device('cpu')!.length).toBe(100);
+  });
+
+  it('turns cells into bands with the device delta and peak', () => {
+    const bands = cellBands(
+      [
+        {
+          record: cellRecord({
+            cell_id: 'b',
+            execution_count: 7,
+            start_time: 20,
+            duration: 2.5,
+            code_head: 'model(x)',
+            devices: {
+              'cuda:0': {
+                before_bytes: 0,
+                after_bytes: 64 * MiB,
+                delta_bytes: 64 * MiB,
+                peak_delta_bytes: 100 * MiB
+              }
+            }
+          }),
+          epoch: 0
+        },
+        { record: cellRecord({ cell_id: 'a', start_time: 10 }), epoch: 0 }
+      ],
+      'cuda:0'
+    );
+    expect(bands.map(b => b.cellId)).toEqual(['a', 'b']);
+    expect(bands[1]).toMatchObject({
+      label: '[7]',
+      start: 20,
+      end: 22.5,
+      codeHead: 'model(x)',
+      deltaBytes: 64 * MiB,
+      peakDeltaBytes: 100 * MiB
+    });
+    expect(bands[0].deltaBytes).toBeNull();
+  });
+});
+
+describe('toX / fromX', () => {
+  it('round-trips kernel seconds through plotly date strings', () => {
+    const t = 1_700_000_123.25;
+    expect(fromX(toX(t))).toBeCloseTo(t, 6);
+    const iso = new Date(toX(t))
+      .toISOString()
+      .replace('T', ' ')
+      .replace('Z', '');
+    expect(fromX(iso)).toBeCloseTo(t, 3);
+  });
+});
+
+describe('TimelineView', () => {
+  let view: TimelineView;
+  let session: FakeSession;
+
+  beforeEach(() => {
+    session = new FakeSession();
+    view = new TimelineView({ windowSeconds: 60 });
+    Widget.attach(view, document.body);
+  });
+
+  afterEach(() => {
+    view.dispose();
+    session.dispose();
+  });
+
+  function plot(): any {
+    return view.node.querySelector('.vramscope-Timeline-plot');
+  }
+
+  it('exposes the stable selectors and counts samples', async () => {
+    expect(view.node.classList.contains('vramscope-Timeline')).toBe(true);
+    expect(view.node.getAttribute('data-sample-count')).toBe('0');
+    view.setSession(session);
+    session.addSamples(sawtooth(30));
+    expect(view.node.getAttribute('data-sample-count')).toBe('30');
+    session.addSamples(sawtooth(5, { t0: 1_700_000_003 }));
+    expect(view.node.getAttribute('data-sample-count')).toBe('35');
+    expect(
+      view.node.querySelector('.vramscope-Timeline-follow')
+    ).not.toBeNull();
+    expect(plot()).not.toBeNull();
+  });
+
+  it('draws the traces, cell bands and restart markers with plotly', async () => {
+    view.setSession(session);
+    const t0 = 1_700_000_000;
+    session.addSamples(sawtooth(600, { t0, amplitude: 4 * GiB }));
+    session.addCell(
+      cellRecord({
+        cell_id: 'c1',
+        execution_count: 3,
+        start_time: t0 + 10,
+        duration: 5,
+        code_head: 'train()',
+        devices: {
+          'cuda:0': {
+            before_bytes: 0,
+            after_bytes: 0,
+            delta_bytes: 64 * MiB,
+            peak_delta_bytes: 2 * GiB
+          }
+        }
+      })
+    );
+    session.restarts.push(t0 + 30);
+    await view.redraw();
+    const gd = plot();
+    const names = gd.data.map((d: any) => d.name);
+    expect(names).toEqual(['cells', 'allocated', 'reserved', 'peak']);
+    const bars = gd.data[0];
+    expect(bars.customdata).toEqual(['c1']);
+    expect(bars.hovertext[0]).toContain('[3]');
+    expect(bars.hovertext[0]).toContain('train()');
+    expect(bars.hovertext[0]).toContain('+64.0 MiB');
+    expect(bars.hovertext[0]).toContain('+2.0 GiB');
+    const shapes = gd.layout.shapes;
+    expect(shapes.filter((s: any) => s.type === 'rect')).toHaveLength(1);
+    expect(shapes.filter((s: any) => s.type === 'line')).toHaveLength(1);
+    expect(shapes[0].x0).toBe(toX(t0 + 10));
+    // y in GiB; follow window 60 s covers the whole saw-tooth: max is base + amplitude
+    expect(gd.layout.yaxis.title.text).toBe('GiB');
+    const allocated = gd.data[1];
+    expect(Math.max(...finite(allocated.y))).toBeCloseTo(
+      1 + 4 * (599 / 600),
+      6
+    );
+    expect(gd.layout.xaxis.range[1]).toBe(toX(t0 + 59.9));
+  });
+
+  it('selects the cell when a band is clicked', async () => {
+    view.setSession(session);
+    session.addSamples(sawtooth(20));
+    session.addCell(cellRecord({ cell_id: 'abc', start_time: 1_700_000_000 }));
+    await view.redraw();
+    const clicked: string[] = [];
+    view.cellClicked.connect((_, id) => clicked.push(id));
+    plot().emit('plotly_click', { points: [{ customdata: 'abc' }] });
+    expect(session.revealed).toEqual(['abc']);
+    expect(clicked).toEqual(['abc']);
+  });
+
+  it('turns follow off on zoom and back on from the toggle', async () => {
+    view.setSession(session);
+    const t0 = 1_700_000_000;
+    session.addSamples(sawtooth(3000, { t0 }));
+    await view.redraw();
+    expect(view.follow).toBe(true);
+    const gd = plot();
+    gd.emit('plotly_relayout', {
+      'xaxis.range[0]': toX(t0 + 10),
+      'xaxis.range[1]': toX(t0 + 20)
+    });
+    expect(view.follow).toBe(false);
+    const button = view.node.querySelector(
+      '.vramscope-Timeline-follow'
+    ) as HTMLButtonElement;
+    expect(button.getAttribute('aria-pressed')).toBe('false');
+    await view.redraw();
+    expect(fromX(gd.layout.xaxis.range[0])).toBeCloseTo(t0 + 10, 3);
+    // new samples do not move a zoomed view
+    session.addSamples(sawtooth(10, { t0: t0 + 300 }));
+    await view.redraw();
+    expect(fromX(gd.layout.xaxis.range[1])).toBeCloseTo(t0 + 20, 3);
+    button.click();
+    expect(view.follow).toBe(true);
+    await view.redraw();
+    expect(fromX(gd.layout.xaxis.range[1])).toBeCloseTo(t0 + 300.9, 3);
+    expect(fromX(gd.layout.xaxis.range[0])).toBeCloseTo(t0 + 240.9, 3);
+  });
+
+  it('offers a device selector when there are several devices', async () => {
+    view.setSession(session);
+    session.addSamples([
+      {
+        t: 1,
+        d: { cpu: { used: 5 * MiB, reserved: 9 * MiB }, 'cuda:0': { used: 1 } }
+      }
+    ]);
+    const select = view.node.querySelector(
+      '.vramscope-Timeline-device'
+    ) as HTMLSelectElement;
+    expect(select.hidden).toBe(false);
+    expect(Array.from(select.options).map(o => o.value)).toEqual([
+      'cpu',
+      'cuda:0'
+    ]);
+    expect(view.deviceId).toBe('cuda:0');
+    select.value = 'cpu';
+    select.dispatchEvent(new Event('change'));
+    expect(view.deviceId).toBe('cpu');
+    await view.redraw();
+    expect(plot().data.map((d: any) => d.name)).toEqual(['in use', 'RSS']);
+  });
+
+  it('disconnects from the old session and purges on dispose', async () => {
+    view.setSession(session);
+    session.addSamples(sawtooth(10));
+    await view.redraw();
+    view.setSession(null);
+    session.addSamples(sawtooth(10, { t0: 1_700_000_001 }));
+    expect(view.node.getAttribute('data-sample-count')).toBe('0');
+    view.setSession(session);
+    expect(view.node.getAttribute('data-sample-count')).toBe('20');
+    await view.redraw();
+    const gd = plot();
+    expect(gd.data).toBeDefined();
+    view.dispose();
+    expect(gd.data).toBeUndefined();
+    session.addSamples(sawtooth(1, { t0: 1_700_000_010 })); // no throw after dispose
+  });
+});
