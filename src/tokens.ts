@@ -7,6 +7,7 @@
 import { Token } from '@lumino/coreutils';
 import { IDisposable } from '@lumino/disposable';
 import { ISignal } from '@lumino/signaling';
+import { Widget } from '@lumino/widgets';
 
 import {
   ICellRecord,
@@ -83,6 +84,28 @@ export interface IMemorySession extends IDisposable {
   ): Promise<IRequestMap[M]['result']>;
   /** Scroll the notebook to the cell with this id and select it (no-op if gone). */
   revealCell(cellId: string): void;
+  /** Forget the local history (and ask the kernel to forget its own when connected). */
+  clearHistory?(): Promise<void>;
+  /** Run the bootstrap and open the comms again (e.g. after `%pip install vramscope`). */
+  reconnect?(): void;
+}
+
+/** Front-end settings (schema/plugin.json), as the views read them. */
+export interface IFrontendSettings {
+  units: 'binary' | 'decimal';
+  showFooter: boolean;
+  /** Footer magnitude thresholds, bytes: below `footerMedium` is small, from `footerLarge` large. */
+  footerMedium: number;
+  footerLarge: number;
+  sampleHz: number;
+  cudaPeakPolicy: 'reset' | 'preserve';
+  insight: boolean;
+  insightBudgetMs: number;
+}
+
+/** A view that follows one session; the panel calls `setSession` when the notebook changes. */
+export interface IMemorySessionView {
+  setSession(session: IMemorySession | null): void;
 }
 
 /** Follows notebooks and their sessions; the panel shows the active one. */
@@ -90,9 +113,42 @@ export interface IMemoryTracker {
   readonly activeSession: IMemorySession | null;
   readonly activeChanged: ISignal<IMemoryTracker, IMemorySession | null>;
   sessionFor(path: string): IMemorySession | null;
+  /** The session of a notebook widget (a `NotebookPanel`), or null. */
+  sessionForWidget(widget: Widget): IMemorySession | null;
+  /** A session was created for a newly opened notebook. */
+  readonly sessionAdded: ISignal<IMemoryTracker, IMemorySessionAdded>;
+  /** Front-end settings (defaults until the setting registry has loaded). */
+  readonly settings: IFrontendSettings;
+  readonly settingsChanged: ISignal<IMemoryTracker, IFrontendSettings>;
+}
+
+/** Payload of `IMemoryTracker.sessionAdded`. */
+export interface IMemorySessionAdded {
+  session: IMemorySession;
+  /** The notebook widget (a `NotebookPanel`). */
+  widget: Widget;
 }
 
 export const IMemoryTracker = new Token<IMemoryTracker>(
   'jupyterlab-vramscope:IMemoryTracker',
   'Tracks the vramscope memory session of each open notebook.'
+);
+
+/** The vramscope side panel; other plugins add sections to it. */
+export interface IMemoryPanel {
+  /**
+   * Add a titled, collapsible section below the built-in ones (lower `rank` first; built-in
+   * sections use 100 (devices) and 200 (cells)). If `widget` implements `IMemorySessionView`,
+   * the panel calls `setSession` with the active notebook's session now and on every change.
+   */
+  addSection(
+    title: string,
+    widget: Widget,
+    options?: { rank?: number; collapsed?: boolean }
+  ): IDisposable;
+}
+
+export const IMemoryPanel = new Token<IMemoryPanel>(
+  'jupyterlab-vramscope:IMemoryPanel',
+  'The vramscope side panel, to which sections can be added.'
 );

@@ -1,0 +1,5 @@
+export * from './bridge';
+export * from './ringbuffer';
+export * from './session';
+export * from './settings';
+export * from './tracker';

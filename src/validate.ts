@@ -1,0 +1,348 @@
+/**
+ * Validation of every kernel -> front end message against protocol v1 (docs/protocol.md).
+ *
+ * `validateKernelMessage(raw)` returns the typed message, or a string saying what is wrong
+ * (with the path of the offending field). It never throws. Numbers must be finite, byte counts
+ * integers (non-negative unless they are deltas); unknown extra fields are ignored.
+ */
+import {
+  ErrorCode,
+  ICellRecord,
+  IDeviceInfo,
+  IInsight,
+  ISample,
+  ISettings,
+  KernelMessage
+} from './protocol';
+
+/** Checks a value; returns an error string, or null when the value is valid. */
+export type Check = (value: unknown, path: string) => string | null;
+
+/** Validate one message received from the kernel. */
+export function validateKernelMessage(raw: unknown): KernelMessage | string {
+  try {
+    if (!Private.isObject(raw)) {
+      return `message: expected an object, got ${Private.describe(raw)}`;
+    }
+    const type = raw['type'];
+    if (typeof type !== 'string') {
+      return `message.type: expected a string, got ${Private.describe(type)}`;
+    }
+    const check = Private.MESSAGES[type];
+    if (!check) {
+      return `message.type: unknown type ${JSON.stringify(type)}`;
+    }
+    const error = check(raw, type);
+    return error ?? (raw as unknown as KernelMessage);
+  } catch (e) {
+    // Defensive: a getter or a cyclic structure must not break the caller.
+    return `message: could not be validated (${String(e)})`;
+  }
+}
+
+/** Type guard form of `validateKernelMessage`. */
+export function isKernelMessage(raw: unknown): raw is KernelMessage {
+  return typeof validateKernelMessage(raw) !== 'string';
+}
+
+/** Validate a `CellRecord` (e.g. one stored in cell metadata). */
+export function validateCellRecord(raw: unknown): ICellRecord | string {
+  return Private.cellRecord(raw, 'record') ?? (raw as ICellRecord);
+}
+
+/** Validate a `DeviceInfo`. */
+export function validateDeviceInfo(raw: unknown): IDeviceInfo | string {
+  return Private.deviceInfo(raw, 'device') ?? (raw as IDeviceInfo);
+}
+
+/** Validate full `Settings` (the result of `set_settings`). */
+export function validateSettings(raw: unknown): ISettings | string {
+  return Private.settings(raw, 'settings') ?? (raw as ISettings);
+}
+
+/** Validate a `Sample`. */
+export function validateSample(raw: unknown): ISample | string {
+  return Private.sample(raw, 'sample') ?? (raw as ISample);
+}
+
+/** Validate an `Insight`. */
+export function validateInsight(raw: unknown): IInsight | string {
+  return Private.insight(raw, 'insight') ?? (raw as IInsight);
+}
+
+/** Small combinators the message checks are built from (exported for tests and reuse). */
+export namespace Checks {
+  export const str: Check = (v, p) =>
+    typeof v === 'string'
+      ? null
+      : `${p}: expected a string, got ${Private.describe(v)}`;
+
+  export const bool: Check = (v, p) =>
+    typeof v === 'boolean'
+      ? null
+      : `${p}: expected a boolean, got ${Private.describe(v)}`;
+
+  /** A finite number. */
+  export const num: Check = (v, p) =>
+    typeof v === 'number' && Number.isFinite(v)
+      ? null
+      : `${p}: expected a finite number, got ${Private.describe(v)}`;
+
+  /** A finite number >= 0. */
+  export const nonNeg: Check = (v, p) =>
+    num(v, p) ?? ((v as number) >= 0 ? null : `${p}: expected >= 0, got ${v}`);
+
+  /** An integer (may be negative: deltas). */
+  export const int: Check = (v, p) =>
+    typeof v === 'number' && Number.isInteger(v)
+      ? null
+      : `${p}: expected an integer, got ${Private.describe(v)}`;
+
+  /** A byte count: a non-negative integer. */
+  export const bytes: Check = (v, p) =>
+    int(v, p) ??
+    ((v as number) >= 0 ? null : `${p}: expected a byte count >= 0, got ${v}`);
+
+  export const any: Check = () => null;
+
+  export function literal(...values: ReadonlyArray<unknown>): Check {
+    return (v, p) =>
+      values.includes(v)
+        ? null
+        : `${p}: expected one of ${values.map(x => JSON.stringify(x)).join(', ')}, got ${Private.describe(v)}`;
+  }
+
+  export function nullable(check: Check): Check {
+    return (v, p) => (v === null ? null : check(v, p));
+  }
+
+  export function array(item: Check): Check {
+    return (v, p) => {
+      if (!Array.isArray(v)) {
+        return `${p}: expected an array, got ${Private.describe(v)}`;
+      }
+      for (let i = 0; i < v.length; i++) {
+        const e = item(v[i], `${p}[${i}]`);
+        if (e) {
+          return e;
+        }
+      }
+      return null;
+    };
+  }
+
+  /** An object whose every value passes `item` (e.g. `{[id: DeviceId]: DeviceDelta}`). */
+  export function record(item: Check): Check {
+    return (v, p) => {
+      if (!Private.isObject(v)) {
+        return `${p}: expected an object, got ${Private.describe(v)}`;
+      }
+      for (const key of Object.keys(v)) {
+        const e = item(v[key], `${p}.${key}`);
+        if (e) {
+          return e;
+        }
+      }
+      return null;
+    };
+  }
+
+  /**
+   * An object with these fields; a field listed in `optional` may be absent (or undefined).
+   * Extra fields are ignored.
+   */
+  export function object(
+    fields: { [key: string]: Check },
+    optional: ReadonlyArray<string> = []
+  ): Check {
+    return (v, p) => {
+      if (!Private.isObject(v)) {
+        return `${p}: expected an object, got ${Private.describe(v)}`;
+      }
+      for (const key of Object.keys(fields)) {
+        if (!(key in v) || v[key] === undefined) {
+          if (optional.includes(key)) {
+            continue;
+          }
+          return `${p}.${key}: missing`;
+        }
+        const e = fields[key](v[key], `${p}.${key}`);
+        if (e) {
+          return e;
+        }
+      }
+      return null;
+    };
+  }
+}
+
+namespace Private {
+  const {
+    str,
+    bool,
+    num,
+    nonNeg,
+    int,
+    bytes,
+    any,
+    literal,
+    nullable,
+    array,
+    record,
+    object
+  } = Checks;
+
+  export function isObject(v: unknown): v is { [key: string]: unknown } {
+    return typeof v === 'object' && v !== null && !Array.isArray(v);
+  }
+
+  export function describe(v: unknown): string {
+    if (v === null) {
+      return 'null';
+    }
+    if (Array.isArray(v)) {
+      return 'an array';
+    }
+    if (typeof v === 'number') {
+      return Number.isFinite(v) ? `the number ${v}` : String(v);
+    }
+    if (typeof v === 'string') {
+      return `the string ${JSON.stringify(v.length > 40 ? v.slice(0, 40) + '…' : v)}`;
+    }
+    return typeof v;
+  }
+
+  export const deviceInfo = object({
+    id: str,
+    kind: literal('cpu', 'cuda', 'mps'),
+    name: str,
+    total_bytes: nullable(bytes),
+    used_bytes: bytes,
+    reserved_bytes: nullable(bytes),
+    initialized: bool,
+    source: str
+  });
+
+  const deviceDelta = object({
+    before_bytes: bytes,
+    after_bytes: bytes,
+    delta_bytes: int,
+    peak_delta_bytes: bytes
+  });
+
+  export const cellRecord = object({
+    cell_id: nullable(str),
+    execution_count: nullable(int),
+    start_time: num,
+    duration: nonNeg,
+    ok: bool,
+    error_type: nullable(str),
+    oom: bool,
+    code_head: str,
+    devices: record(deviceDelta)
+  });
+
+  const sampleValues = object(
+    {
+      used: bytes,
+      reserved: bytes,
+      peak: bytes,
+      device_used: bytes,
+      device_total: bytes
+    },
+    ['reserved', 'peak', 'device_used', 'device_total']
+  );
+
+  export const sample = object({ t: num, d: record(sampleValues) });
+
+  export const settings = object({
+    sample_hz: nonNeg,
+    cuda_peak_policy: literal('reset', 'preserve'),
+    insight: bool,
+    insight_budget_ms: nonNeg,
+    history_limit: bytes
+  });
+
+  const layerInfo = object({
+    path: str,
+    type: str,
+    saved_bytes: bytes,
+    peak_saved_bytes: bytes,
+    output_shape: nullable(array(int)),
+    param_bytes: bytes,
+    grad_bytes: bytes
+  });
+
+  // Breakdown parts are derived by subtraction on the kernel side: integers, sign not enforced.
+  const breakdown = object(
+    {
+      total_bytes: bytes,
+      parameters: int,
+      gradients: int,
+      optimizer_state: int,
+      activations: int,
+      other: int,
+      reserved_free: int,
+      outside_pytorch: int
+    },
+    ['reserved_free', 'outside_pytorch']
+  );
+
+  const holder = object({
+    name: str,
+    kind: str,
+    bytes: bytes,
+    explanation: str,
+    fix: str
+  });
+
+  export const insight = object({
+    model: nullable(str),
+    layers: array(layerInfo),
+    breakdown: record(breakdown),
+    holders: array(holder),
+    scan_ms: nonNeg,
+    skipped: nullable(str)
+  });
+
+  const kernelInfo = object({
+    pid: int,
+    python: str,
+    torch_version: nullable(str),
+    cuda_available: bool,
+    mps_available: bool
+  });
+
+  const ERROR_CODES: ReadonlyArray<ErrorCode> = [
+    'protocol_mismatch',
+    'invalid_message',
+    'unknown_type',
+    'unknown_method',
+    'invalid_params',
+    'internal'
+  ];
+
+  export const MESSAGES: { [type: string]: Check } = {
+    hello: object({
+      protocol_version: str,
+      bridge_version: str,
+      session_id: str,
+      kernel: kernelInfo,
+      devices: array(deviceInfo),
+      settings,
+      cells: array(cellRecord),
+      warnings: array(str)
+    }),
+    cell: object({ record: cellRecord, devices: array(deviceInfo) }),
+    samples: object({ samples: array(sample), dropped: bytes }),
+    devices: object({ devices: array(deviceInfo) }),
+    insight: object({ insight }),
+    notice: object({ level: literal('info', 'warning'), message: str }),
+    error: object({
+      code: literal(...ERROR_CODES),
+      message: str,
+      in_reply_to: nullable(str)
+    }),
+    reply: object({ id: str, ok: literal(true), result: any })
+  };
+}
