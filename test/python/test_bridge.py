@@ -130,3 +130,26 @@ def test_send_failure_is_swallowed() -> None:
         {"content": {"data": {"channel": "stream"}}, "metadata": {"protocol_version": "1.0.0"}},
     )
     rt.bridge.broadcast({"type": "notice", "level": "info", "message": "x"})
+
+
+def test_public_settings_and_watch() -> None:
+    import warnings
+
+    import pytest
+
+    import vramscope
+
+    with pytest.raises(ValueError, match="unknown"):
+        vramscope.settings(bogus=1)
+    with pytest.raises(ValueError, match="sample_hz"):
+        vramscope.settings(sample_hz=1000)
+    applied = vramscope.settings(history_limit=123)
+    assert applied["history_limit"] == 123
+    assert vramscope.settings()["history_limit"] == 123
+    vramscope.settings(history_limit=36000)
+    runtime = vramscope.runtime.get_runtime()
+    if runtime.insight.engine() is None:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            vramscope.watch("model")
+        assert caught and "vramscope.watch" in str(caught[0].message)
