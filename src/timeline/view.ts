@@ -8,7 +8,8 @@ import { ISignal, Signal } from '@lumino/signaling';
 import { Widget } from '@lumino/widgets';
 
 import type { IMemorySession } from '../tokens';
-import { axisUnit, formatBytes } from './bytes';
+import { formatDelta, formatDuration } from '../format';
+import { axisUnit } from './bytes';
 import { IPlotElement, loadPlotly, PlotlyModule } from './plotly';
 import {
   cellBands,
@@ -725,11 +726,11 @@ namespace Private {
   export function bandHover(b: ICellBand, deviceId: string): string {
     const lines = [
       `<b>${escape(b.label)}</b> ${escape(b.codeHead || '(empty)')}`,
-      `${b.end - b.start >= 1 ? (b.end - b.start).toFixed(1) : ((b.end - b.start) * 1000).toFixed(0) + ' m'}s`
+      formatDuration(b.end - b.start)
     ];
     if (b.deltaBytes !== null) {
       lines.push(
-        `${escape(deviceId)}: Δ ${formatBytes(b.deltaBytes, true)}, peak ${formatBytes(b.peakDeltaBytes ?? 0, true)}`
+        `${escape(deviceId)}: Δ ${formatDelta(b.deltaBytes)}, peak ${formatDelta(b.peakDeltaBytes ?? 0)}`
       );
     }
     if (b.oom) {

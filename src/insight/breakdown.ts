@@ -1,0 +1,178 @@
+/**
+ * Per-device memory breakdown: a stacked horizontal bar (parameters, gradients, optimizer
+ * state, activations, other; on CUDA also reserved-but-free and outside PyTorch) with a legend
+ * of values and percentages. The parts add up to the total shown.
+ */
+import { Widget } from '@lumino/widgets';
+
+import { formatBytes } from '../format';
+import type { IBreakdown } from '../protocol';
+
+export type BreakdownKey =
+  | 'parameters'
+  | 'gradients'
+  | 'optimizer_state'
+  | 'activations'
+  | 'other'
+  | 'reserved_free'
+  | 'outside_pytorch';
+
+export interface IBreakdownPart {
+  key: BreakdownKey;
+  label: string;
+  bytes: number;
+  /** Share of `total` in percent. */
+  percent: number;
+}
+
+const PARTS: ReadonlyArray<[BreakdownKey, string]> = [
+  ['parameters', 'Parameters'],
+  ['gradients', 'Gradients'],
+  ['optimizer_state', 'Optimizer state'],
+  ['activations', 'Activations'],
+  ['other', 'Other'],
+  ['reserved_free', 'Reserved, free (allocator cache)'],
+  ['outside_pytorch', 'Outside PyTorch']
+];
+
+/**
+ * The parts of a breakdown and the total they add up to: `total_bytes` (the measured in-use
+ * bytes) plus, on CUDA, the reserved-but-free cache and memory outside PyTorch.
+ */
+export function breakdownParts(b: IBreakdown): {
+  parts: IBreakdownPart[];
+  total: number;
+  allocated: number;
+} {
+  const raw: [BreakdownKey, string, number][] = [];
+  for (const [key, label] of PARTS) {
+    const v = (b as unknown as Record<string, unknown>)[key];
+    if (typeof v === 'number' && isFinite(v)) {
+      raw.push([key, label, Math.max(0, v)]);
+    }
+  }
+  const total = raw.reduce((s, [, , v]) => s + v, 0);
+  return {
+    total,
+    allocated: b.total_bytes,
+    parts: raw.map(([key, label, bytes]) => ({
+      key,
+      label,
+      bytes,
+      percent: total > 0 ? (100 * bytes) / total : 0
+    }))
+  };
+}
+
+export class BreakdownView extends Widget {
+  constructor() {
+    super();
+    this.addClass('vramscope-Breakdown');
+    this._render();
+  }
+
+  get breakdown(): Readonly<{ [id: string]: IBreakdown }> {
+    return this._breakdown;
+  }
+  set breakdown(value: Readonly<{ [id: string]: IBreakdown }>) {
+    this._breakdown = value;
+    this._render();
+  }
+
+  private _render(): void {
+    this.node.textContent = '';
+    const title = document.createElement('div');
+    title.className = 'vramscope-Breakdown-title';
+    title.textContent = 'Memory by category';
+    this.node.appendChild(title);
+    const ids = Object.keys(this._breakdown).sort(Private.deviceOrder);
+    if (!ids.length) {
+      const empty = document.createElement('div');
+      empty.className = 'vramscope-Breakdown-empty';
+      empty.textContent = 'No breakdown yet.';
+      this.node.appendChild(empty);
+      return;
+    }
+    for (const id of ids) {
+      this.node.appendChild(Private.device(id, this._breakdown[id]));
+    }
+  }
+
+  private _breakdown: Readonly<{ [id: string]: IBreakdown }> = {};
+}
+
+namespace Private {
+  function cls(key: BreakdownKey): string {
+    return `vramscope-Breakdown-${key.replace(/_/g, '-')}`;
+  }
+
+  export function deviceOrder(a: string, b: string): number {
+    const rank = (id: string) =>
+      id.startsWith('cuda') ? 0 : id.startsWith('mps') ? 1 : 2;
+    return rank(a) - rank(b) || a.localeCompare(b);
+  }
+
+  export function device(id: string, b: IBreakdown): HTMLElement {
+    const { parts, total, allocated } = breakdownParts(b);
+    const box = document.createElement('div');
+    box.className = 'vramscope-Breakdown-device';
+    box.dataset.device = id;
+
+    const head = document.createElement('div');
+    head.className = 'vramscope-Breakdown-head';
+    const name = document.createElement('span');
+    name.className = 'vramscope-Breakdown-name';
+    name.textContent = id;
+    const sum = document.createElement('span');
+    sum.className = 'vramscope-Breakdown-total';
+    sum.dataset.bytes = String(total);
+    sum.textContent =
+      total !== allocated
+        ? `${formatBytes(total)} (PyTorch allocated ${formatBytes(allocated)})`
+        : formatBytes(total);
+    head.append(name, sum);
+
+    const bar = document.createElement('div');
+    bar.className = 'vramscope-Breakdown-bar';
+    bar.setAttribute('role', 'img');
+    bar.setAttribute(
+      'aria-label',
+      parts.map(p => `${p.label} ${p.percent.toFixed(1)}%`).join(', ')
+    );
+    const legend = document.createElement('table');
+    legend.className = 'vramscope-Breakdown-legend';
+    for (const p of parts) {
+      if (p.bytes > 0) {
+        const seg = document.createElement('span');
+        seg.className = `vramscope-Breakdown-segment ${cls(p.key)}`;
+        seg.style.width = `${p.percent}%`;
+        seg.title = `${p.label}: ${formatBytes(p.bytes)} (${p.percent.toFixed(1)}%)`;
+        bar.appendChild(seg);
+      }
+      const row = legend.insertRow();
+      row.className = 'vramscope-Breakdown-row';
+      row.dataset.key = p.key;
+      row.dataset.bytes = String(p.bytes);
+      const sw = row.insertCell();
+      const swatch = document.createElement('span');
+      swatch.className = `vramscope-Breakdown-swatch ${cls(p.key)}`;
+      sw.appendChild(swatch);
+      row.insertCell().textContent = p.label;
+      const v = row.insertCell();
+      v.className = 'vramscope-Breakdown-bytes';
+      v.textContent = formatBytes(p.bytes);
+      const pc = row.insertCell();
+      pc.className = 'vramscope-Breakdown-percent';
+      pc.textContent = `${p.percent.toFixed(1)}%`;
+    }
+    box.append(head, bar, legend);
+    const clamped = (b as unknown as Record<string, unknown>)['clamped_bytes'];
+    if (typeof clamped === 'number' && clamped > 0) {
+      const note = document.createElement('div');
+      note.className = 'vramscope-Breakdown-note';
+      note.textContent = `The categories exceeded the measured total by ${formatBytes(clamped)} (another allocator?); "Other" shows 0.`;
+      box.appendChild(note);
+    }
+    return box;
+  }
+}

@@ -1,0 +1,348 @@
+import { Widget } from '@lumino/widgets';
+
+import { FakeSession } from '../../bench/timeline_update.fake';
+import type { IBreakdown, IInsight, ILayerInfo } from '../../src/protocol';
+import { breakdownParts, BreakdownView } from '../../src/insight/breakdown';
+import { HoldersView, sortHolders } from '../../src/insight/holders';
+import { LayersView, selectLayers } from '../../src/insight/layers';
+import { InsightView } from '../../src/insight/view';
+
+const MiB = 2 ** 20;
+
+function layer(
+  path: string,
+  saved: number,
+  peak = saved,
+  type = 'Linear'
+): ILayerInfo {
+  return {
+    path,
+    type,
+    saved_bytes: saved,
+    peak_saved_bytes: peak,
+    output_shape: [8, 128, 256],
+    param_bytes: 4 * MiB,
+    grad_bytes: 4 * MiB
+  };
+}
+
+const LAYERS: ILayerInfo[] = [
+  layer('encoder.layers.0.self_attn', 19 * MiB, 19 * MiB, 'MultiheadAttention'),
+  layer('encoder.layers.0.linear1', 8 * MiB),
+  layer('encoder.layers.1.self_attn', 21 * MiB, 30 * MiB, 'MultiheadAttention'),
+  layer('encoder.layers.1.linear1', 8 * MiB, 12 * MiB),
+  layer('head', 0, 2 * MiB),
+  layer('embed', 1 * MiB, 1 * MiB, 'Embedding')
+];
+
+const CUDA: IBreakdown = {
+  total_bytes: 1000 * MiB,
+  parameters: 300 * MiB,
+  gradients: 300 * MiB,
+  optimizer_state: 200 * MiB,
+  activations: 150 * MiB,
+  other: 50 * MiB,
+  reserved_free: 200 * MiB,
+  outside_pytorch: 300 * MiB
+};
+
+const CPU: IBreakdown = {
+  total_bytes: 400 * MiB,
+  parameters: 100 * MiB,
+  gradients: 0,
+  optimizer_state: 0,
+  activations: 0,
+  other: 300 * MiB
+};
+
+const INSIGHT: IInsight = {
+  model: 'model',
+  layers: LAYERS,
+  breakdown: { cpu: CPU, 'cuda:0': CUDA },
+  holders: [
+    {
+      name: 'losses',
+      kind: 'graph_retention',
+      bytes: 160 * MiB,
+      explanation: 'a list of 20 losses keeps their autograd graphs',
+      fix: 'losses.append(loss.item())'
+    },
+    {
+      name: 'Out',
+      kind: 'output_cache',
+      bytes: 512 * MiB,
+      explanation: 'Out[3] keeps a tensor',
+      fix: '%reset -f out'
+    },
+    {
+      name: 'x',
+      kind: 'tensor',
+      bytes: 64 * MiB,
+      explanation: 'a tensor',
+      fix: 'del x'
+    }
+  ],
+  scan_ms: 3.25,
+  skipped: null
+};
+
+function attach<T extends Widget>(w: T): T {
+  Widget.attach(w, document.body);
+  return w;
+}
+
+describe('selectLayers', () => {
+  it('sorts by live bytes, then peak, and cuts to top N', () => {
+    const { shown, matched } = selectLayers(LAYERS, '', 3);
+    expect(matched).toBe(6);
+    expect(shown.map(l => l.path)).toEqual([
+      'encoder.layers.1.self_attn',
+      'encoder.layers.0.self_attn',
+      'encoder.layers.1.linear1'
+    ]);
+    // equal live bytes: the larger peak first; zero live sorts by peak
+    expect(
+      selectLayers(LAYERS, '', 10)
+        .shown.map(l => l.path)
+        .slice(3)
+    ).toEqual(['encoder.layers.0.linear1', 'embed', 'head']);
+  });
+
+  it('filters on module path (case-insensitive)', () => {
+    const { shown, matched } = selectLayers(LAYERS, 'LAYERS.1', 15);
+    expect(matched).toBe(2);
+    expect(shown.map(l => l.path)).toEqual([
+      'encoder.layers.1.self_attn',
+      'encoder.layers.1.linear1'
+    ]);
+  });
+});
+
+describe('LayersView', () => {
+  it('renders sorted bars with widths and hover details, filter and top N from the DOM', () => {
+    const view = attach(new LayersView({ topN: 4 }));
+    view.layers = LAYERS;
+    const rows = () =>
+      Array.from(
+        view.node.querySelectorAll<HTMLElement>('.vramscope-Layers-bar')
+      );
+    expect(rows().map(r => r.dataset.path)).toEqual([
+      'encoder.layers.1.self_attn',
+      'encoder.layers.0.self_attn',
+      'encoder.layers.1.linear1',
+      'encoder.layers.0.linear1'
+    ]);
+    const first = rows()[0];
+    // scale = the largest of live and peak (30 MiB)
+    expect(
+      (first.querySelector('.vramscope-Layers-live') as HTMLElement).style.width
+    ).toBe('70%');
+    expect(
+      (first.querySelector('.vramscope-Layers-peak') as HTMLElement).style.width
+    ).toBe('100%');
+    expect(first.querySelector('.vramscope-Layers-value')!.textContent).toBe(
+      '21.0 MiB (peak 30.0 MiB)'
+    );
+    expect(first.title).toContain(
+      'encoder.layers.1.self_attn (MultiheadAttention)'
+    );
+    expect(first.title).toContain('output shape: [8, 128, 256]');
+    expect(first.title).toContain('parameters: 4.0 MiB, gradients: 4.0 MiB');
+
+    const filter = view.node.querySelector(
+      '.vramscope-Layers-filter'
+    ) as HTMLInputElement;
+    filter.value = 'linear';
+    filter.dispatchEvent(new Event('input'));
+    expect(rows().map(r => r.dataset.path)).toEqual([
+      'encoder.layers.1.linear1',
+      'encoder.layers.0.linear1'
+    ]);
+    const top = view.node.querySelector(
+      '.vramscope-Layers-topn'
+    ) as HTMLInputElement;
+    filter.value = '';
+    filter.dispatchEvent(new Event('input'));
+    top.value = '2';
+    top.dispatchEvent(new Event('change'));
+    expect(rows()).toHaveLength(2);
+    expect(view.node.querySelector('.vramscope-Layers-foot')!.textContent).toBe(
+      'Showing 2 of 6 matching (6 layers; 57.0 MiB saved now).'
+    );
+    view.dispose();
+  });
+});
+
+describe('breakdown', () => {
+  it('parts add up to the total, with CUDA extras', () => {
+    const { parts, total, allocated } = breakdownParts(CUDA);
+    expect(parts.map(p => p.key)).toEqual([
+      'parameters',
+      'gradients',
+      'optimizer_state',
+      'activations',
+      'other',
+      'reserved_free',
+      'outside_pytorch'
+    ]);
+    expect(total).toBe(1500 * MiB);
+    expect(allocated).toBe(1000 * MiB);
+    expect(parts.reduce((s, p) => s + p.bytes, 0)).toBe(total);
+    expect(parts.reduce((s, p) => s + p.percent, 0)).toBeCloseTo(100, 10);
+    expect(parts[0].percent).toBeCloseTo(20, 10);
+    // CPU: no extras, total = total_bytes
+    const cpu = breakdownParts(CPU);
+    expect(cpu.parts).toHaveLength(5);
+    expect(cpu.total).toBe(CPU.total_bytes);
+  });
+
+  it('renders one block per device with values and percentages', () => {
+    const view = attach(new BreakdownView());
+    view.breakdown = { cpu: CPU, 'cuda:0': CUDA };
+    const devices = Array.from(
+      view.node.querySelectorAll<HTMLElement>('.vramscope-Breakdown-device')
+    );
+    expect(devices.map(d => d.dataset.device)).toEqual(['cuda:0', 'cpu']);
+    const cuda = devices[0];
+    expect(cuda.querySelector('.vramscope-Breakdown-total')!.textContent).toBe(
+      '1.5 GiB (PyTorch allocated 1000.0 MiB)'
+    );
+    const rows = Array.from(
+      cuda.querySelectorAll<HTMLElement>('.vramscope-Breakdown-row')
+    );
+    const sum = rows.reduce((s, r) => s + Number(r.dataset.bytes), 0);
+    expect(sum).toBe(
+      Number(
+        (cuda.querySelector('.vramscope-Breakdown-total') as HTMLElement)
+          .dataset.bytes
+      )
+    );
+    const params = rows.find(r => r.dataset.key === 'parameters')!;
+    expect(
+      params.querySelector('.vramscope-Breakdown-bytes')!.textContent
+    ).toBe('300.0 MiB');
+    expect(
+      params.querySelector('.vramscope-Breakdown-percent')!.textContent
+    ).toBe('20.0%');
+    // zero parts keep a legend row but no bar segment
+    const cpuSegments = devices[1].querySelectorAll(
+      '.vramscope-Breakdown-segment'
+    );
+    expect(cpuSegments).toHaveLength(2);
+    expect((cpuSegments[1] as HTMLElement).style.width).toBe('75%');
+    view.dispose();
+  });
+});
+
+describe('HoldersView', () => {
+  it('renders holders by bytes with copyable fixes', async () => {
+    expect(sortHolders(INSIGHT.holders).map(h => h.name)).toEqual([
+      'Out',
+      'losses',
+      'x'
+    ]);
+    const view = attach(new HoldersView());
+    view.holders = INSIGHT.holders;
+    const rows = Array.from(
+      view.node.querySelectorAll<HTMLElement>('.vramscope-Holders-row')
+    );
+    expect(rows.map(r => r.dataset.name)).toEqual(['Out', 'losses', 'x']);
+    expect(rows[1].querySelector('.vramscope-Holders-bytes')!.textContent).toBe(
+      '160.0 MiB'
+    );
+    expect(rows[1].querySelector('code')!.textContent).toBe(
+      'losses.append(loss.item())'
+    );
+    expect(rows[1].textContent).toContain('graph_retention');
+    const written: string[] = [];
+    Object.defineProperty(navigator, 'clipboard', {
+      value: { writeText: (s: string) => (written.push(s), Promise.resolve()) },
+      configurable: true
+    });
+    (
+      rows[0].querySelector('.vramscope-Holders-copy') as HTMLButtonElement
+    ).click();
+    await Promise.resolve();
+    expect(written).toEqual(['%reset -f out']);
+    view.holders = [];
+    expect(view.node.querySelectorAll('.vramscope-Holders-row')).toHaveLength(
+      0
+    );
+    expect(
+      (view.node.querySelector('.vramscope-Holders-empty') as HTMLElement)
+        .hidden
+    ).toBe(false);
+    view.dispose();
+  });
+});
+
+describe('InsightView', () => {
+  it('follows insightChanged, lists models and refreshes with the picked model', async () => {
+    const session = new FakeSession();
+    const view = attach(new InsightView());
+    expect(view.node.classList.contains('vramscope-Insight')).toBe(true);
+    view.setSession(session);
+    expect(view.node.querySelectorAll('.vramscope-Layers-bar')).toHaveLength(0);
+    expect(
+      view.node.querySelector('.vramscope-Insight-message')!.textContent
+    ).toContain('No model insight yet');
+
+    session.setInsight({
+      ...INSIGHT,
+      skipped: 'over budget after 12 of 40 variables'
+    });
+    expect(view.node.querySelectorAll('.vramscope-Layers-bar')).toHaveLength(6);
+    expect(view.node.querySelectorAll('.vramscope-Holders-row')).toHaveLength(
+      3
+    );
+    expect(
+      view.node.querySelectorAll('.vramscope-Breakdown-device')
+    ).toHaveLength(2);
+    expect(
+      view.node.querySelector('.vramscope-Insight-meta')!.textContent
+    ).toBe('scan 3.3 ms');
+    expect(
+      view.node.querySelector('.vramscope-Insight-message')!.textContent
+    ).toBe('Holders scan incomplete: over budget after 12 of 40 variables');
+
+    const select = view.node.querySelector(
+      '.vramscope-Insight-model'
+    ) as HTMLSelectElement;
+    expect(Array.from(select.options).map(o => o.value)).toEqual(['', 'model']);
+
+    session.nextInsight = {
+      ...INSIGHT,
+      model: 'net',
+      layers: [layer('fc', 3 * MiB)]
+    };
+    (
+      view.node.querySelector('.vramscope-Insight-refresh') as HTMLButtonElement
+    ).click();
+    await new Promise(r => setTimeout(r, 0));
+    expect(session.requests).toEqual([{ method: 'get_insight', params: {} }]);
+    expect(
+      Array.from(
+        view.node.querySelectorAll<HTMLElement>('.vramscope-Layers-bar')
+      ).map(r => r.dataset.path)
+    ).toEqual(['fc']);
+    expect(Array.from(select.options).map(o => o.value)).toEqual([
+      '',
+      'model',
+      'net'
+    ]);
+
+    select.value = 'model';
+    select.dispatchEvent(new Event('change'));
+    await new Promise(r => setTimeout(r, 0));
+    expect(session.requests[1]).toEqual({
+      method: 'get_insight',
+      params: { model: 'model' }
+    });
+
+    view.setSession(null);
+    session.setInsight(INSIGHT); // disconnected: no change
+    expect(view.node.querySelectorAll('.vramscope-Layers-bar')).toHaveLength(0);
+    view.dispose();
+    session.dispose();
+  });
+});
