@@ -1,0 +1,200 @@
+#!/usr/bin/env bash
+# Idempotent setup of a vramscope development/demo environment from the repository root.
+#
+#   bash scripts/setup.sh                 # venv + npm deps + front-end build + install (develop)
+#   bash scripts/setup.sh --with-browser  # ... and Debian's chromium for the UI tests
+#   bash scripts/setup.sh --wheel         # install the built wheel (the user path) instead
+#
+# Every step is skipped when its inputs have not changed since it last ran (stamp files under
+# .venv/.vramscope-stamps hold a hash of the inputs); the front end is rebuilt whenever src/,
+# style/, schema/ or the package/TypeScript config changed. Environment:
+#   PYTHON        interpreter used to create .venv (default python3)
+#   TORCH_SPEC    torch requirement (default torch==2.13.0+cpu, from the local find-links)
+#   VRAMSCOPE_FORCE=1   ignore all stamps and redo every step
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+ROOT=$(pwd)
+
+WITH_BROWSER=0
+MODE=develop
+for arg in "$@"; do
+  case "$arg" in
+    --with-browser) WITH_BROWSER=1 ;;
+    --wheel) MODE=wheel ;;
+    --develop) MODE=develop ;;
+    -h | --help)
+      sed -n '2,14p' "$0"
+      exit 0
+      ;;
+    *)
+      echo "setup.sh: unknown option $arg" >&2
+      exit 2
+      ;;
+  esac
+done
+
+export PIP_RETRIES=0 PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1
+export npm_config_audit=false npm_config_fund=false npm_config_update_notifier=false
+if [ -d /opt/wheels ]; then
+  export PIP_FIND_LINKS="${PIP_FIND_LINKS:-/opt/wheels}"
+fi
+
+PYTHON=${PYTHON:-python3}
+TORCH_SPEC=${TORCH_SPEC:-torch==2.13.0+cpu}
+VENV=$ROOT/.venv
+STAMPS=$VENV/.vramscope-stamps
+LABEXT=$ROOT/python_bridge/vramscope/labextension
+NPM_NAME=jupyterlab-vramscope
+REQUIREMENTS=(
+  "jupyterlab==4.6.4"
+  ipykernel
+  ipywidgets
+  "$TORCH_SPEC"
+  psutil
+  numpy
+  nbclient
+  nbformat
+  jupyter_client
+  comm
+  pytest
+  ruff
+  mypy
+  hatchling
+  editables
+  jupyter_builder
+)
+
+log() { printf '[setup] %s\n' "$*"; }
+now() { date +%s; }
+
+# hash_of <label> <paths...>: one hash over the label and the contents of every file below paths.
+hash_of() {
+  local label=$1
+  shift
+  {
+    echo "$label"
+    local p
+    for p in "$@"; do
+      [ -e "$p" ] || continue
+      find "$p" -type f -not -name '*.pyc' -not -path '*/__pycache__/*' -print0 \
+        | LC_ALL=C sort -z | xargs -0 -r sha256sum
+    done
+  } | sha256sum | cut -c1-64
+}
+
+stamp_ok() { [ "${VRAMSCOPE_FORCE:-0}" != 1 ] && [ -f "$STAMPS/$1" ] && [ "$(cat "$STAMPS/$1")" = "$2" ]; }
+stamp_set() {
+  mkdir -p "$STAMPS"
+  echo "$2" >"$STAMPS/$1"
+}
+
+T0=$(now)
+
+# 1. Python virtual environment ------------------------------------------------------------
+PY_KEY=$(hash_of "$("$PYTHON" -c 'import sys; print(sys.version)') ${REQUIREMENTS[*]}")
+if [ -x "$VENV/bin/python" ] && stamp_ok venv "$PY_KEY"; then
+  log "venv up to date"
+else
+  t=$(now)
+  if [ ! -x "$VENV/bin/python" ]; then
+    log "creating .venv with $PYTHON"
+    "$PYTHON" -m venv "$VENV"
+  fi
+  log "installing Python packages into .venv"
+  "$VENV/bin/python" -m pip install --retries 0 -q "${REQUIREMENTS[@]}"
+  stamp_set venv "$PY_KEY"
+  log "venv ready in $(($(now) - t)) s"
+fi
+export PATH="$VENV/bin:$PATH"
+export VIRTUAL_ENV=$VENV
+
+# 2. npm dependencies ----------------------------------------------------------------------
+NPM_KEY=$(hash_of "$(node --version)" package.json package-lock.json)
+if [ -d node_modules ] && [ -f node_modules/.vramscope-npm-stamp ] \
+  && [ "$(cat node_modules/.vramscope-npm-stamp)" = "$NPM_KEY" ] && [ "${VRAMSCOPE_FORCE:-0}" != 1 ]; then
+  log "node_modules up to date"
+else
+  t=$(now)
+  log "npm install"
+  npm install --no-audit --no-fund --loglevel=error </dev/null
+  echo "$NPM_KEY" >node_modules/.vramscope-npm-stamp
+  log "npm install done in $(($(now) - t)) s"
+fi
+
+# 3. Front-end build (TypeScript + federated labextension) ----------------------------------
+BUILD_KEY=$(hash_of build src style schema package.json package-lock.json tsconfig.json install.json)
+if [ -f "$LABEXT/package.json" ] && [ -d "$LABEXT/static" ] && stamp_ok build "$BUILD_KEY"; then
+  log "front end up to date"
+else
+  t=$(now)
+  log "building the front end (npm run build:prod)"
+  npm run -s build:prod </dev/null
+  stamp_set build "$BUILD_KEY"
+  log "front end built in $(($(now) - t)) s"
+fi
+
+# 4. Install the Python package and its labextension -----------------------------------------
+SHARE_EXT=$VENV/share/jupyter/labextensions/$NPM_NAME
+if [ "$MODE" = develop ]; then
+  INSTALL_KEY=$(hash_of develop pyproject.toml scripts/hatch_build.py scripts/package_version.py)
+  if stamp_ok install "$INSTALL_KEY" && python -c 'import vramscope' 2>/dev/null; then
+    log "editable install up to date"
+  else
+    t=$(now)
+    log "pip install -e . (editable)"
+    # pip would write the shared-data through an existing link into the build folder.
+    if [ -L "$SHARE_EXT" ]; then rm -f "$SHARE_EXT"; fi
+    python -m pip install --retries 0 -q --no-deps --no-build-isolation -e .
+    stamp_set install "$INSTALL_KEY"
+    log "installed in $(($(now) - t)) s"
+  fi
+  # An editable install copies the labextension; link it instead so the server always serves
+  # the freshly built front end (what `jupyter labextension develop` does).
+  if [ "$(readlink "$SHARE_EXT" 2>/dev/null)" != "$LABEXT" ]; then
+    rm -rf "$SHARE_EXT"
+    mkdir -p "$(dirname "$SHARE_EXT")"
+    ln -s "$LABEXT" "$SHARE_EXT"
+    log "linked $SHARE_EXT -> $LABEXT"
+  fi
+else
+  INSTALL_KEY=$(hash_of wheel pyproject.toml scripts python_bridge/vramscope install.json)
+  if stamp_ok install "$INSTALL_KEY" && [ -f "$SHARE_EXT/package.json" ] && [ ! -L "$SHARE_EXT" ]; then
+    log "wheel install up to date"
+  else
+    t=$(now)
+    log "building the wheel into dist/"
+    rm -rf dist
+    python -m pip wheel --retries 0 -q --no-deps --no-build-isolation -w dist .
+    if [ -L "$SHARE_EXT" ]; then rm -f "$SHARE_EXT"; fi
+    log "pip install dist/$(basename dist/vramscope-*.whl)"
+    python -m pip install --retries 0 -q --no-deps --force-reinstall dist/vramscope-*.whl
+    stamp_set install "$INSTALL_KEY"
+    log "installed in $(($(now) - t)) s"
+  fi
+fi
+
+if ! jupyter labextension list 2>&1 | grep -E "$NPM_NAME .*enabled.*OK" >/dev/null; then
+  jupyter labextension list >&2 || true
+  echo "[setup] ERROR: $NPM_NAME is not listed as enabled OK by 'jupyter labextension list'" >&2
+  exit 1
+fi
+log "jupyter labextension list: $NPM_NAME enabled OK"
+
+# 5. Browser for the UI tests ------------------------------------------------------------------
+if [ "$WITH_BROWSER" = 1 ]; then
+  if [ -x /usr/bin/chromium ]; then
+    log "chromium present: $(/usr/bin/chromium --version 2>/dev/null || echo /usr/bin/chromium)"
+  else
+    t=$(now)
+    SUDO=
+    if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
+    log "installing Debian's chromium (apt-get)"
+    export DEBIAN_FRONTEND=noninteractive
+    $SUDO apt-get update -qq </dev/null
+    $SUDO apt-get install -y -qq --no-install-recommends chromium </dev/null >/dev/null
+    log "chromium installed in $(($(now) - t)) s"
+  fi
+fi
+
+log "done in $(($(now) - T0)) s"

@@ -1,0 +1,89 @@
+/**
+ * Playwright/galata configuration for the vramscope UI tests.
+ *
+ * Starts a real JupyterLab from the repository's .venv on a free localhost port (temporary
+ * root dir, no token) and drives Debian's system chromium (never `playwright install`).
+ * Run from the repository root: `npx playwright test -c ui-tests/playwright.config.ts`
+ * (scripts/test.sh does this after scripts/setup.sh --with-browser).
+ */
+import { execFileSync } from 'child_process';
+import * as fs from 'fs';
+import * as os from 'os';
+import * as path from 'path';
+import baseConfig from '@jupyterlab/galata/lib/playwright-config';
+import { defineConfig } from '@playwright/test';
+
+const ROOT = path.resolve(__dirname, '..');
+const VENV_BIN = path.join(ROOT, '.venv', 'bin');
+const PYTHON = fs.existsSync(path.join(VENV_BIN, 'python'))
+  ? path.join(VENV_BIN, 'python')
+  : 'python3';
+
+// The config is evaluated in the runner and again in each worker: pick the port once and
+// hand it down through the environment.
+if (!process.env.VRAMSCOPE_UI_PORT) {
+  process.env.VRAMSCOPE_UI_PORT = execFileSync(PYTHON, [
+    '-c',
+    "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])"
+  ])
+    .toString()
+    .trim();
+}
+if (!process.env.VRAMSCOPE_UI_CONFIG_DIR) {
+  process.env.VRAMSCOPE_UI_CONFIG_DIR = fs.mkdtempSync(
+    path.join(os.tmpdir(), 'vramscope-ui-config-')
+  );
+}
+const PORT = process.env.VRAMSCOPE_UI_PORT;
+const BASE_URL = `http://127.0.0.1:${PORT}`;
+
+export default defineConfig({
+  ...baseConfig,
+  testDir: path.join(__dirname, 'tests'),
+  outputDir: path.join(ROOT, 'test-results', 'playwright'),
+  reporter: [['list']],
+  timeout: 180_000,
+  expect: { timeout: 30_000 },
+  retries: 0,
+  workers: 1,
+  fullyParallel: false,
+  forbidOnly: !!process.env.CI,
+  use: {
+    ...baseConfig.use,
+    baseURL: BASE_URL,
+    browserName: 'chromium',
+    viewport: { width: 1400, height: 860 },
+    video: 'off',
+    trace: 'off',
+    screenshot: 'only-on-failure',
+    launchOptions: {
+      executablePath: process.env.CHROMIUM_PATH || '/usr/bin/chromium',
+      args: [
+        '--no-sandbox',
+        '--disable-gpu',
+        '--disable-background-networking',
+        '--disable-component-update',
+        '--disable-sync',
+        '--no-first-run'
+      ]
+    }
+  },
+  webServer: {
+    command: [
+      `"${path.join(VENV_BIN, 'jupyter')}" lab`,
+      `--config "${path.join(__dirname, 'jupyter_server_test_config.py')}"`,
+      `--port ${PORT} --no-browser`
+    ].join(' '),
+    cwd: ROOT,
+    url: `${BASE_URL}/lab`,
+    timeout: 120_000,
+    reuseExistingServer: false,
+    stdout: 'ignore',
+    stderr: 'pipe',
+    env: {
+      PATH: `${VENV_BIN}${path.delimiter}${process.env.PATH ?? ''}`,
+      VIRTUAL_ENV: path.join(ROOT, '.venv'),
+      JUPYTER_CONFIG_DIR: process.env.VRAMSCOPE_UI_CONFIG_DIR as string
+    }
+  }
+});

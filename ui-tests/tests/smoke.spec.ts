@@ -1,0 +1,25 @@
+import { expect, test } from '@jupyterlab/galata';
+
+/**
+ * JupyterLab starts from the venv and the prebuilt vramscope labextension is loaded and its
+ * plugins activated (no JupyterLab rebuild involved).
+ */
+test('JupyterLab loads with the vramscope extension activated', async ({ page }) => {
+  const errors: string[] = [];
+  page.on('pageerror', err => errors.push(String(err)));
+
+  await expect(page.locator('#jp-main-dock-panel')).toBeVisible();
+
+  const plugins = await page.evaluate(() => {
+    const app = (window as any).jupyterapp;
+    return app
+      .listPlugins()
+      .filter((id: string) => id.startsWith('jupyterlab-vramscope:'))
+      .map((id: string) => ({ id, activated: app.isPluginActivated(id) }));
+  });
+  expect(plugins.length).toBeGreaterThan(0);
+  for (const plugin of plugins) {
+    expect(plugin, `${plugin.id} activated`).toEqual({ id: plugin.id, activated: true });
+  }
+  expect(errors.filter(e => /vramscope/i.test(e))).toEqual([]);
+});
