@@ -4,7 +4,9 @@ import { expect, test } from '@jupyterlab/galata';
  * JupyterLab starts from the venv and the prebuilt vramscope labextension is loaded and its
  * plugins activated (no JupyterLab rebuild involved).
  */
-test('JupyterLab loads with the vramscope extension activated', async ({ page }) => {
+test('JupyterLab loads with the vramscope extension activated', async ({
+  page
+}) => {
   const errors: string[] = [];
   page.on('pageerror', err => errors.push(String(err)));
 
@@ -19,7 +21,10 @@ test('JupyterLab loads with the vramscope extension activated', async ({ page })
   });
   expect(plugins.length).toBeGreaterThan(0);
   for (const plugin of plugins) {
-    expect(plugin, `${plugin.id} activated`).toEqual({ id: plugin.id, activated: true });
+    expect(plugin, `${plugin.id} activated`).toEqual({
+      id: plugin.id,
+      activated: true
+    });
   }
   expect(errors.filter(e => /vramscope/i.test(e))).toEqual([]);
 });
