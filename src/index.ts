@@ -1,15 +1,165 @@
+/**
+ * vramscope front end: PyTorch memory per notebook cell.
+ *
+ * Plugins (ids `jupyterlab-vramscope:<name>`):
+ * - `plugin`: the `IMemoryTracker` (one session + kernel connection per notebook) and the
+ *   settings (schema/plugin.json);
+ * - `panel`: the right-sidebar panel (`IMemoryPanel`, to which other plugins add sections) and
+ *   the commands;
+ * - `footer`: the per-cell memory footers and cell metadata.
+ *
+ * Works in JupyterLab 4 and Jupyter Notebook 7 (`ILabShell` is optional).
+ */
 import {
+  ILabShell,
   JupyterFrontEnd,
   JupyterFrontEndPlugin
 } from '@jupyterlab/application';
+import { ICommandPalette } from '@jupyterlab/apputils';
+import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
+import { ISettingRegistry } from '@jupyterlab/settingregistry';
 
-const plugin: JupyterFrontEndPlugin<void> = {
-  id: 'jupyterlab-vramscope:plugin',
-  description: 'PyTorch memory per cell, live.',
+import { CellFooterManager } from './footer';
+import { vramscopeIcon } from './icons';
+import { MemoryTracker, parseSettings } from './model';
+import { MemoryPanel } from './panel';
+import { IMemoryPanel, IMemoryTracker } from './tokens';
+
+export * from './tokens';
+
+namespace CommandIDs {
+  export const togglePanel = 'vramscope:toggle-panel';
+  export const clearHistory = 'vramscope:clear-history';
+}
+
+const PLUGIN_ID = 'jupyterlab-vramscope:plugin';
+
+const trackerPlugin: JupyterFrontEndPlugin<IMemoryTracker> = {
+  id: PLUGIN_ID,
+  description:
+    'Tracks the PyTorch memory of each open notebook through the vramscope bridge.',
   autoStart: true,
-  activate: (app: JupyterFrontEnd) => {
-    console.log('vramscope activated');
+  requires: [INotebookTracker],
+  optional: [ISettingRegistry],
+  provides: IMemoryTracker,
+  activate: (
+    app: JupyterFrontEnd,
+    notebooks: INotebookTracker,
+    registry: ISettingRegistry | null
+  ): IMemoryTracker => {
+    const tracker = new MemoryTracker({
+      notebookTracker: notebooks,
+      activate: (panel: NotebookPanel) => app.shell.activateById(panel.id)
+    });
+    if (registry) {
+      void registry
+        .load(PLUGIN_ID)
+        .then(settings => {
+          const apply = () =>
+            tracker.setSettings(parseSettings(settings.composite));
+          settings.changed.connect(apply);
+          apply();
+        })
+        .catch(reason =>
+          console.error('vramscope: could not load settings', reason)
+        );
+    }
+    return tracker;
   }
 };
 
-export default plugin;
+const panelPlugin: JupyterFrontEndPlugin<IMemoryPanel> = {
+  id: 'jupyterlab-vramscope:panel',
+  description:
+    'The vramscope side panel: connection, devices and per-cell memory.',
+  autoStart: true,
+  requires: [IMemoryTracker],
+  optional: [ILabShell, ICommandPalette],
+  provides: IMemoryPanel,
+  activate: (
+    app: JupyterFrontEnd,
+    tracker: IMemoryTracker,
+    labShell: ILabShell | null,
+    palette: ICommandPalette | null
+  ): IMemoryPanel => {
+    const panel = new MemoryPanel({ tracker });
+    // Notebook 7's shell supports the 'right' area too.
+    app.shell.add(panel, 'right', { rank: 900 });
+
+    app.commands.addCommand(CommandIDs.togglePanel, {
+      label: 'Toggle the vramscope Memory Panel',
+      caption: 'Show or hide PyTorch memory per cell',
+      icon: vramscopeIcon,
+      isToggled: () => panel.isVisible,
+      execute: () => {
+        if (panel.isVisible) {
+          if (labShell) {
+            labShell.collapseRight();
+          } else {
+            // Notebook 7 shell: collapse the right area when it can.
+            (
+              app.shell as unknown as { collapseRight?: () => void }
+            ).collapseRight?.();
+          }
+        } else {
+          app.shell.activateById(panel.id);
+        }
+      }
+    });
+    app.commands.addCommand(CommandIDs.clearHistory, {
+      label: 'Clear the vramscope Memory History',
+      caption: "Forget the active notebook's per-cell memory history",
+      isEnabled: () => !!tracker.activeSession,
+      execute: async () => {
+        await tracker.activeSession?.clearHistory?.();
+      }
+    });
+    tracker.activeChanged.connect(() =>
+      app.commands.notifyCommandChanged(CommandIDs.clearHistory)
+    );
+    if (palette) {
+      const category = 'vramscope';
+      palette.addItem({ command: CommandIDs.togglePanel, category });
+      palette.addItem({ command: CommandIDs.clearHistory, category });
+    }
+    return panel;
+  }
+};
+
+const footerPlugin: JupyterFrontEndPlugin<void> = {
+  id: 'jupyterlab-vramscope:footer',
+  description:
+    'Shows the memory change and peak under each executed code cell.',
+  autoStart: true,
+  requires: [INotebookTracker, IMemoryTracker],
+  activate: (
+    app: JupyterFrontEnd,
+    notebooks: INotebookTracker,
+    tracker: IMemoryTracker
+  ) => {
+    const attach = (widget: NotebookPanel) => {
+      const session = tracker.sessionForWidget(widget);
+      if (!session || widget.isDisposed) {
+        return;
+      }
+      const manager = new CellFooterManager({
+        panel: widget,
+        session,
+        tracker
+      });
+      widget.disposed.connect(() => manager.dispose());
+    };
+    tracker.sessionAdded.connect((_, { widget }) =>
+      attach(widget as NotebookPanel)
+    );
+    notebooks.forEach(widget => attach(widget));
+  }
+};
+
+const plugins: JupyterFrontEndPlugin<any>[] = [
+  trackerPlugin,
+  panelPlugin,
+  footerPlugin
+];
+
+export default plugins;

@@ -70,6 +70,15 @@ export function validateInsight(raw: unknown): IInsight | string {
   return Private.insight(raw, 'insight') ?? (raw as IInsight);
 }
 
+/** Checks a `CellRecord` without the `omit` fields (e.g. the copy kept in cell metadata). */
+export function cellRecordCheck(omit: ReadonlyArray<string> = []): Check {
+  const fields = { ...Private.cellRecordFields };
+  for (const key of omit) {
+    delete fields[key];
+  }
+  return Checks.object(fields);
+}
+
 /** Small combinators the message checks are built from (exported for tests and reuse). */
 export namespace Checks {
   export const str: Check = (v, p) =>
@@ -230,7 +239,7 @@ namespace Private {
     peak_delta_bytes: bytes
   });
 
-  export const cellRecord = object({
+  export const cellRecordFields: { [key: string]: Check } = {
     cell_id: nullable(str),
     execution_count: nullable(int),
     start_time: num,
@@ -240,7 +249,9 @@ namespace Private {
     oom: bool,
     code_head: str,
     devices: record(deviceDelta)
-  });
+  };
+
+  export const cellRecord = object(cellRecordFields);
 
   const sampleValues = object(
     {

@@ -243,7 +243,7 @@ export class MemorySession implements IMemorySession {
         )
       );
     }
-    const id = `vs-${Private.nextId++}`;
+    const id = `vs-${Private.ids.next++}`;
     const delegate = new PromiseDelegate<unknown>();
     const timer = setTimeout(() => {
       if (this._pending.delete(id)) {
@@ -506,7 +506,7 @@ export function cellKey(record: ICellRecord): string {
 
 namespace Private {
   export const MAX_WARNINGS = 20;
-  export let nextId = 1;
+  export const ids = { next: 1 };
 
   export interface IPending {
     delegate: PromiseDelegate<unknown>;

@@ -16,7 +16,8 @@ class NoopObserver {
   }
 }
 globalThis.ResizeObserver = globalThis.ResizeObserver || NoopObserver;
-globalThis.IntersectionObserver = globalThis.IntersectionObserver || NoopObserver;
+globalThis.IntersectionObserver =
+  globalThis.IntersectionObserver || NoopObserver;
 if (!window.matchMedia) {
   window.matchMedia = () => ({
     matches: false,

@@ -1,0 +1,4 @@
+export * from './manager';
+export * from './metadata';
+export * from './text';
+export * from './widget';
