@@ -81,12 +81,15 @@ export class FakeSession implements IMemorySession {
   /** What `request('get_insight')` resolves with (defaults to the current insight). */
   nextInsight: IInsight | null = null;
 
-  statusChanged = new Signal<IMemorySession, ConnectionStatus>(this);
-  cellRecorded = new Signal<IMemorySession, ICellEntry>(this);
-  devicesChanged = new Signal<IMemorySession, ReadonlyArray<IDeviceInfo>>(this);
-  samplesAdded = new Signal<IMemorySession, ReadonlyArray<ISample>>(this);
-  insightChanged = new Signal<IMemorySession, IInsight | null>(this);
-  changed = new Signal<IMemorySession, void>(this);
+  statusChanged: Signal<IMemorySession, ConnectionStatus> = new Signal(this);
+  cellRecorded: Signal<IMemorySession, ICellEntry> = new Signal(this);
+  devicesChanged: Signal<IMemorySession, ReadonlyArray<IDeviceInfo>> =
+    new Signal(this);
+  samplesAdded: Signal<IMemorySession, ReadonlyArray<ISample>> = new Signal(
+    this
+  );
+  insightChanged: Signal<IMemorySession, IInsight | null> = new Signal(this);
+  changed: Signal<IMemorySession, void> = new Signal(this);
 
   /** Append samples and emit `samplesAdded`. */
   addSamples(samples: ISample[], emit = true): void {

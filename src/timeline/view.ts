@@ -415,7 +415,8 @@ export class TimelineView extends Widget {
   ): { data: any[]; layout: any } {
     const [r0, r1] = this._range(dev);
     const width = this._plot.clientWidth || 800;
-    const buckets = Math.max(100, Math.min(2000, Math.round(width)));
+    // ~1 bucket (<= 2 points) per 2 px: no visible loss, half the points to draw.
+    const buckets = Math.max(100, Math.min(1000, Math.round(width / 2)));
     const drawn = dev.downsample(r0, r1, buckets);
     let ymax = 0;
     for (const { points } of drawn) {
@@ -429,50 +430,38 @@ export class TimelineView extends Widget {
     const { unit, scale } = axisUnit(ymax);
     const data: any[] = [];
 
-    // Cell bands: shapes for the look, an invisible bar per cell for hover and click.
+    // Cell bands: one bar trace on a hidden [0, 1] axis spanning the plot height. A single
+    // trace redraws far faster than one layout shape + annotation per cell (measured: ~60 ms
+    // for 48 cells with shapes and annotations at every live update), and bars give per-cell
+    // hover and click.
     const bands = cellBands(this._session!.cells, dev.id).filter(
       b => b.end >= r0 && b.start <= r1
     );
     const minWidth = (r1 - r0) * 0.004;
     const shapes: any[] = [];
     const annotations: any[] = [];
-    bands.forEach((b, i) => {
-      const color = b.oom || !b.ok ? theme.error : theme.band;
-      shapes.push({
-        type: 'rect',
-        xref: 'x',
-        yref: 'paper',
-        x0: toX(b.start),
-        x1: toX(Math.max(b.end, b.start + minWidth)),
-        y0: 0,
-        y1: 1,
-        fillcolor: color,
-        opacity: b.oom || !b.ok ? 0.18 : i % 2 ? 0.22 : 0.32,
-        line: { width: 0 },
-        layer: 'below'
-      });
-      if (bands.length <= Private.MAX_LABELS) {
-        annotations.push({
-          x: toX((b.start + b.end) / 2),
-          xref: 'x',
-          y: 1,
-          yref: 'paper',
-          yanchor: 'top',
-          text: b.label,
-          showarrow: false,
-          font: { size: 10, color: theme.muted }
-        });
-      }
-    });
     if (bands.length) {
       data.push({
         type: 'bar',
         name: 'cells',
-        x: bands.map(b => toX((b.start + b.end) / 2)),
+        x: bands.map(b =>
+          toX((b.start + Math.max(b.end, b.start + minWidth)) / 2)
+        ),
         y: bands.map(() => 1),
         width: bands.map(b => Math.max(b.end - b.start, minWidth) * 1000),
         yaxis: 'y2',
-        marker: { color: 'rgba(0,0,0,0)' },
+        marker: {
+          color: bands.map(b => (b.oom || !b.ok ? theme.error : theme.band)),
+          opacity: bands.map((b, i) =>
+            b.oom || !b.ok ? 0.18 : i % 2 ? 0.22 : 0.32
+          ),
+          line: { width: 0 }
+        },
+        text: bands.map(b => b.label),
+        textposition: 'inside',
+        insidetextanchor: 'end',
+        textangle: 0,
+        textfont: { size: 10, color: theme.muted },
         hovertext: bands.map(b => Private.bandHover(b, dev.id)),
         hovertemplate: '%{hovertext}<extra></extra>',
         customdata: bands.map(b => b.cellId),
@@ -557,6 +546,7 @@ export class TimelineView extends Widget {
         range: [0, ((ymax || 1) * 1.1) / scale],
         fixedrange: true
       },
+      uniformtext: { mode: 'hide', minsize: 9 },
       yaxis2: {
         overlaying: 'y',
         range: [0, 1],
@@ -669,8 +659,6 @@ export function fromX(x: unknown): number {
 }
 
 namespace Private {
-  export const MAX_LABELS = 80;
-
   export function tzOffsetMs(t: number): number {
     return new Date(t * 1000).getTimezoneOffset() * 60000;
   }

@@ -259,10 +259,13 @@ describe('TimelineView', () => {
     expect(bars.hovertext[0]).toContain('train()');
     expect(bars.hovertext[0]).toContain('+64.0 MiB');
     expect(bars.hovertext[0]).toContain('+2.0 GiB');
+    // the band spans the cell: centred on it, as wide as its duration (ms on a date axis)
+    expect(bars.x).toEqual([toX(t0 + 12.5)]);
+    expect(bars.width).toEqual([5000]);
+    expect(bars.text).toEqual(['[3]']);
     const shapes = gd.layout.shapes;
-    expect(shapes.filter((s: any) => s.type === 'rect')).toHaveLength(1);
-    expect(shapes.filter((s: any) => s.type === 'line')).toHaveLength(1);
-    expect(shapes[0].x0).toBe(toX(t0 + 10));
+    expect(shapes).toHaveLength(1);
+    expect(shapes[0]).toMatchObject({ type: 'line', x0: toX(t0 + 30) });
     // y in GiB; follow window 60 s covers the whole saw-tooth: max is base + amplitude
     expect(gd.layout.yaxis.title.text).toBe('GiB');
     const allocated = gd.data[1];

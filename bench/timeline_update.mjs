@@ -1,0 +1,149 @@
+#!/usr/bin/env node
+// Live-timeline update benchmark: 8 h of 10 Hz history (288k samples, saw-tooth), one sample
+// batch per update, median over N updates of the real TimelineView (ingest + peak-preserving
+// downsample + Plotly.react), against a naive full redraw (all raw points) in the same page.
+//
+//   node bench/timeline_update.mjs [--updates 50] [--naive 8] [--samples 288000] [--record]
+//
+// Bundles bench/timeline_update.entry.ts with rspack (from @jupyter/builder) into a temp dir,
+// runs it in headless system Chromium via playwright-core. --record appends a section to
+// bench/RESULTS.md.
+import {
+  appendFileSync,
+  existsSync,
+  mkdtempSync,
+  readFileSync,
+  writeFileSync
+} from 'node:fs';
+import { tmpdir, cpus, loadavg } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { createRequire } from 'node:module';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const root = resolve(here, '..');
+const require = createRequire(join(root, 'package.json'));
+
+function arg(name, fallback) {
+  const i = process.argv.indexOf(`--${name}`);
+  return i >= 0 ? Number(process.argv[i + 1]) : fallback;
+}
+const record = process.argv.includes('--record');
+const opts = {
+  samples: arg('samples', 288000),
+  updates: arg('updates', 50),
+  naiveUpdates: arg('naive', 8),
+  cells: !process.argv.includes('--no-cells')
+};
+const chromium = process.env.CHROMIUM || '/usr/bin/chromium';
+if (!existsSync(chromium)) {
+  console.error(
+    `${chromium} not found: apt-get install -y chromium (or set CHROMIUM)`
+  );
+  process.exit(2);
+}
+
+async function bundle(outDir) {
+  const { rspack } = require('@rspack/core');
+  const config = {
+    mode: 'production',
+    context: root,
+    entry: join(here, 'timeline_update.entry.ts'),
+    target: 'web',
+    devtool: false,
+    output: { path: outDir, filename: 'bench.js', asyncChunks: false },
+    resolve: { extensions: ['.ts', '.js'] },
+    module: {
+      rules: [
+        {
+          test: /\.ts$/,
+          exclude: /node_modules/,
+          loader: 'builtin:swc-loader',
+          options: {
+            jsc: { parser: { syntax: 'typescript' }, target: 'es2022' }
+          },
+          type: 'javascript/auto'
+        },
+        { test: /\.css$/, type: 'asset/source' }
+      ]
+    },
+    optimization: { minimize: false },
+    performance: { hints: false }
+  };
+  await new Promise((ok, fail) =>
+    rspack(config, (err, stats) => {
+      if (err) {
+        fail(err);
+      } else if (stats.hasErrors()) {
+        fail(new Error(stats.toString({ all: false, errors: true })));
+      } else {
+        ok();
+      }
+    })
+  );
+}
+
+const out = mkdtempSync(join(tmpdir(), 'vramscope-bench-'));
+const t0 = Date.now();
+await bundle(out);
+const css = readFileSync(join(root, 'style', 'timeline.css'), 'utf8');
+writeFileSync(
+  join(out, 'index.html'),
+  `<!doctype html><html><head><meta charset="utf-8"><style>${css}
+  body { margin: 0; --jp-layout-color1: #fff; --jp-ui-font-color1: #212121; }
+  </style></head><body><script src="bench.js"></script></body></html>`
+);
+console.log(`bundled in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+
+const { chromium: pw } = require('playwright-core');
+const browser = await pw.launch({
+  executablePath: chromium,
+  args: [
+    '--no-sandbox',
+    '--disable-gpu',
+    '--disable-background-networking',
+    '--disable-component-update',
+    '--disable-sync',
+    '--no-first-run'
+  ]
+});
+let result;
+try {
+  const page = await browser.newPage({
+    viewport: { width: 1280, height: 800 }
+  });
+  page.on('pageerror', e => console.error('page error:', e.message));
+  await page.goto(pathToFileURL(join(out, 'index.html')).href);
+  await page.waitForFunction(() => typeof window.vramscopeBench === 'function');
+  result = await page.evaluate(o => window.vramscopeBench(o), opts);
+} finally {
+  await browser.close();
+}
+
+const f = x => x.toFixed(2);
+const ratio = result.naive.median / result.all.median;
+const lines = [
+  `history: ${result.samples.toLocaleString('en-US')} samples (10 Hz, cuda:0 with 4 traces), 1 sample per update`,
+  `first draw (sync + downsample + newPlot, incl. plotly load): ${f(result.firstDrawMs)} ms`,
+  `our share, measured separately: ingest + downsample + figure build ("all"): median ${f(result.ingestAndDownsample.median)} ms`,
+  `update, window "all" (8 h):  median ${f(result.all.median)} ms, p90 ${f(result.all.p90)} ms, min ${f(result.all.min)} ms (n=${result.all.n})`,
+  `update, window 5 min:        median ${f(result.fiveMin.median)} ms, p90 ${f(result.fiveMin.p90)} ms (n=${result.fiveMin.n}; ${result.drawnPoints5min} points drawn)`,
+  `naive full redraw (all raw points): median ${f(result.naive.median)} ms, p90 ${f(result.naive.p90)} ms (n=${result.naive.n})`,
+  `ratio naive / incremental ("all"): ${ratio.toFixed(1)}x; target <= 16 ms: ${result.all.median <= 16 && result.fiveMin.median <= 16 ? 'met' : 'NOT met'}`
+];
+console.log(lines.join('\n'));
+
+if (record) {
+  const file = join(here, 'RESULTS.md');
+  const head = existsSync(file) ? '' : '# Benchmark results\n';
+  const chromeVersion = browser.version ? browser.version() : '';
+  appendFileSync(
+    file,
+    `${head}\n## timeline_update (${new Date().toISOString().slice(0, 16)}Z)\n\n` +
+      `\`node bench/timeline_update.mjs --updates ${opts.updates} --naive ${opts.naiveUpdates}\`` +
+      ` on ${cpus().length} cores (load average ${loadavg()[0].toFixed(1)} while running), headless Chromium ${chromeVersion}.\n\n` +
+      lines.map(l => `- ${l}`).join('\n') +
+      '\n'
+  );
+  console.log(`appended to ${file}`);
+}
