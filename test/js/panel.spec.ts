@@ -1,0 +1,190 @@
+import { MessageLoop } from '@lumino/messaging';
+import { Signal } from '@lumino/signaling';
+import { Widget } from '@lumino/widgets';
+
+import { MemorySession } from '../../src/model/session';
+import { DEFAULT_SETTINGS } from '../../src/model/settings';
+import { MemoryPanel } from '../../src/panel/panel';
+import { tableItems } from '../../src/panel/celltable';
+import {
+  IFrontendSettings,
+  IMemorySession,
+  IMemoryTracker
+} from '../../src/tokens';
+import { device, hello, MIB, record } from './fixtures';
+
+class FakeTracker implements IMemoryTracker {
+  activeSession: IMemorySession | null = null;
+  activeChanged = new Signal<IMemoryTracker, IMemorySession | null>(this);
+  sessionAdded = new Signal<IMemoryTracker, any>(this);
+  settings: IFrontendSettings = { ...DEFAULT_SETTINGS };
+  settingsChanged = new Signal<IMemoryTracker, IFrontendSettings>(this);
+  sessionFor(): IMemorySession | null {
+    return this.activeSession;
+  }
+  sessionForWidget(): IMemorySession | null {
+    return this.activeSession;
+  }
+  setActive(s: IMemorySession | null): void {
+    this.activeSession = s;
+    this.activeChanged.emit(s);
+  }
+}
+
+function setup() {
+  const tracker = new FakeTracker();
+  const panel = new MemoryPanel({ tracker });
+  Widget.attach(panel, document.body);
+  const revealed: string[] = [];
+  const session = new MemorySession({
+    path: 'a.ipynb',
+    revealCell: id => revealed.push(id)
+  });
+  tracker.setActive(session);
+  MessageLoop.flush();
+  return { tracker, panel, session, revealed };
+}
+
+const q = (sel: string) => document.querySelector(sel) as HTMLElement | null;
+const qa = (sel: string) =>
+  Array.from(document.querySelectorAll(sel)) as HTMLElement[];
+
+afterEach(() => {
+  document.body.innerHTML = '';
+});
+
+describe('MemoryPanel', () => {
+  it('has the stable id, title and status attribute', () => {
+    const { panel, session } = setup();
+    expect(q('#vramscope-panel')).toBe(panel.node);
+    expect(panel.title.caption).toBe('vramscope: memory');
+    expect(q('.vramscope-Status')!.dataset.status).toBe('idle');
+    session.setStatus(
+      'no-bridge',
+      'vramscope is not installed. Run: %pip install vramscope'
+    );
+    MessageLoop.flush();
+    expect(q('.vramscope-Status')!.dataset.status).toBe('no-bridge');
+    expect(q('.vramscope-Status-installLine')!.textContent).toBe(
+      '%pip install vramscope'
+    );
+    panel.dispose();
+  });
+
+  it('shows devices, empty state, and cell rows with restart separators', () => {
+    const { panel, session, revealed } = setup();
+    expect(q('.vramscope-CellTable-empty')).not.toBeNull();
+    session.handleMessage(
+      hello({ devices: [device(), device({ id: 'cuda:0', kind: 'cuda' })] })
+    );
+    session.handleMessage({
+      type: 'cell',
+      record: record({ cell_id: 'a', execution_count: 1, start_time: 1 }),
+      devices: [device()]
+    });
+    session.markRestart();
+    session.handleMessage(hello({ session_id: 'k2' }));
+    session.handleMessage({
+      type: 'cell',
+      record: record({
+        cell_id: 'b',
+        execution_count: 1,
+        start_time: 2,
+        ok: false,
+        oom: true
+      }),
+      devices: [device()]
+    });
+    MessageLoop.flush();
+    expect(qa('.vramscope-Device').map(d => d.dataset.deviceId)).toEqual([
+      'cpu'
+    ]);
+    const rows = qa('.vramscope-CellTable-row');
+    // newest first by default
+    expect(rows.map(r => r.dataset.cellId)).toEqual(['b', 'a']);
+    expect(rows.map(r => r.dataset.executionCount)).toEqual(['1', '1']);
+    expect(qa('.vramscope-CellTable-restart')).toHaveLength(1);
+    expect(rows[0].querySelector('.vramscope-Badge')!.textContent).toBe('OOM');
+    expect(
+      rows[1].querySelector('.vramscope-CellTable-delta')!.textContent
+    ).toBe('+64.0 MiB');
+    rows[1].click();
+    expect(revealed).toEqual(['a']);
+    panel.dispose();
+  });
+
+  it('sorts by a column when its header is clicked', () => {
+    const { panel, session } = setup();
+    const cell = (id: string, t: number, delta: number) => ({
+      type: 'cell',
+      record: record({
+        cell_id: id,
+        execution_count: t,
+        start_time: t,
+        devices: {
+          cpu: {
+            before_bytes: MIB,
+            after_bytes: MIB + delta,
+            delta_bytes: delta,
+            peak_delta_bytes: Math.max(0, delta)
+          }
+        }
+      }),
+      devices: []
+    });
+    session.handleMessage(cell('x', 1, 5 * MIB));
+    session.handleMessage(cell('y', 2, 50 * MIB));
+    session.handleMessage(cell('z', 3, MIB));
+    MessageLoop.flush();
+    (q('[data-sort="delta"]') as HTMLButtonElement).click();
+    MessageLoop.flush();
+    expect(qa('.vramscope-CellTable-row').map(r => r.dataset.cellId)).toEqual([
+      'y',
+      'x',
+      'z'
+    ]);
+    (q('[data-sort="delta"]') as HTMLButtonElement).click();
+    MessageLoop.flush();
+    expect(qa('.vramscope-CellTable-row').map(r => r.dataset.cellId)).toEqual([
+      'z',
+      'x',
+      'y'
+    ]);
+    panel.dispose();
+  });
+
+  it('addSection orders by rank and hands the session to session views', () => {
+    const { tracker, panel, session } = setup();
+    const seen: (IMemorySession | null)[] = [];
+    const view = new (class extends Widget {
+      setSession(s: IMemorySession | null) {
+        seen.push(s);
+      }
+    })();
+    const handle = panel.addSection('Timeline', view, { rank: 150 });
+    const titles = qa('.vramscope-Section').map(s => s.dataset.section);
+    expect(titles).toEqual(['Devices', 'Timeline', 'Cells']);
+    expect(seen).toEqual([session]);
+    tracker.setActive(null);
+    expect(seen).toEqual([session, null]);
+    handle.dispose();
+    expect(qa('.vramscope-Section').map(s => s.dataset.section)).toEqual([
+      'Devices',
+      'Cells'
+    ]);
+    panel.dispose();
+  });
+});
+
+describe('tableItems', () => {
+  it('adds a trailing restart marker when the kernel restarted after the last cell', () => {
+    const e = (epoch: number, t: number) => ({
+      record: record({ start_time: t }),
+      epoch
+    });
+    const items = tableItems([e(0, 1), e(0, 2)], 1, 'order', true, '');
+    expect(items.map(i => i.kind)).toEqual(['cell', 'cell', 'restart']);
+    const desc = tableItems([e(0, 1), e(1, 2)], 1, 'order', false, '');
+    expect(desc.map(i => i.kind)).toEqual(['cell', 'restart', 'cell']);
+  });
+});
