@@ -94,21 +94,30 @@ class Bridge:
             self._safe_send(comm, error_message(err.code, err.message))
             _quiet(comm.close)
             return
-        comm.on_msg(lambda msg: self.on_msg(comm, msg))
+        comm.on_msg(lambda msg: self.on_msg(comm, msg, channel))
         comm.on_close(lambda _msg: self._forget(comm))
         with self._lock:
             (self._streams if channel == "stream" else self._controls).append(comm)
         if channel == "stream":
             self._safe_send(comm, self._hello())
 
-    def on_msg(self, comm: CommLike, msg: dict[str, Any]) -> None:
-        """Answer one received message on ``comm`` with a reply or an error."""
+    def on_msg(self, comm: CommLike, msg: dict[str, Any], channel: str = "control") -> None:
+        """Answer one received message on ``comm`` with a reply or an error.
+
+        Requests are served on ``control`` only; on ``stream`` they get ``invalid_message``.
+        """
         request_id: str | None = None
         try:
             content = msg.get("content") if isinstance(msg, dict) else None
             data = content.get("data") if isinstance(content, dict) else None
             request = validate_request(data)
             request_id = request["id"]
+            if channel != "control":
+                raise ProtocolError(
+                    "invalid_message",
+                    f"requests go on the 'control' comm, not on {channel!r}",
+                    request_id,
+                )
             result = self._handlers[request["method"]](request["params"])
             self._safe_send(comm, reply_message(request_id, result))
         except ProtocolError as err:

@@ -53,9 +53,13 @@ class InsightLink:
         return result
 
     def snapshot(self, model: str | None) -> dict[str, Any]:
+        """An Insight now; a ``model`` name also becomes the watched model (it sticks)."""
         engine = self.engine()
         if engine is None:
-            return empty_insight(self.unavailable or "model insight needs torch to be imported")
+            reason = self.unavailable or "model insight needs torch to be imported"
+            return dict(empty_insight(reason))
+        if model is not None:
+            engine.watch(model)
         result: dict[str, Any] = engine.snapshot(model)
         self.last = result
         return result

@@ -147,9 +147,27 @@ class DevicesMessage(TypedDict):
     devices: list[DeviceInfo]
 
 
+class ModelInfo(TypedDict):
+    """One ``nn.Module`` found in the user namespace (the panel's model picker)."""
+
+    name: str
+    type: str
+    param_bytes: int
+
+
+class Insight(TypedDict):
+    model: str | None
+    models: list[ModelInfo]
+    layers: list[dict[str, Any]]
+    breakdown: dict[str, dict[str, int]]
+    holders: list[dict[str, Any]]
+    scan_ms: float
+    skipped: str | None
+
+
 class InsightMessage(TypedDict):
     type: Literal["insight"]
-    insight: dict[str, Any]
+    insight: Insight
 
 
 class NoticeMessage(TypedDict):
@@ -194,16 +212,39 @@ class Request(TypedDict):
     params: dict[str, Any]
 
 
-def empty_insight(reason: str | None = None) -> dict[str, Any]:
+INSIGHT_KEYS = ("model", "models", "layers", "breakdown", "holders", "scan_ms", "skipped")
+MODEL_INFO_KEYS = ("name", "type", "param_bytes")
+MAX_NAME_CHARS = 256  # longest model name a get_insight request may carry
+MAX_ECHO_CHARS = 80  # longest user-sent value quoted back in an error message
+
+
+def empty_insight(reason: str | None = None) -> Insight:
     """An Insight with nothing in it; ``reason`` goes to ``skipped``."""
     return {
         "model": None,
+        "models": [],
         "layers": [],
         "breakdown": {},
         "holders": [],
         "scan_ms": 0.0,
         "skipped": reason,
     }
+
+
+def model_info(name: str, type_name: str, param_bytes: int) -> ModelInfo:
+    return {"name": name, "type": type_name, "param_bytes": int(param_bytes)}
+
+
+def is_model_info(value: object) -> bool:
+    """True when ``value`` is a well-formed ``ModelInfo`` (extra keys allowed)."""
+    return (
+        isinstance(value, dict)
+        and isinstance(value.get("name"), str)
+        and isinstance(value.get("type"), str)
+        and isinstance(value.get("param_bytes"), int)
+        and not isinstance(value.get("param_bytes"), bool)
+        and value["param_bytes"] >= 0
+    )
 
 
 def error_message(code: ErrorCode, message: str, in_reply_to: str | None = None) -> ErrorMessage:
@@ -247,7 +288,7 @@ def validate_request(obj: object) -> Request:
     if msg_type != "request":
         raise ProtocolError(
             "unknown_type",
-            f"the kernel accepts only 'request' messages, got {msg_type!r}",
+            f"the kernel accepts only 'request' messages, got {echo(msg_type)}",
             reply_to,
         )
     if not isinstance(raw_id, str) or not raw_id:
@@ -260,12 +301,20 @@ def validate_request(obj: object) -> Request:
         raise ProtocolError("invalid_message", "request needs an object 'params'", raw_id)
     if method not in METHODS:
         raise ProtocolError(
-            "unknown_method", f"unknown method {method!r}; known: {', '.join(METHODS)}", raw_id
+            "unknown_method",
+            f"unknown method {echo(method)}; known: {', '.join(METHODS)}",
+            raw_id,
         )
     if method == "get_insight":
         model = params.get("model")
         if model is not None and not isinstance(model, str):
-            raise ProtocolError("invalid_params", "'model' must be a string", raw_id)
+            raise ProtocolError(
+                "invalid_params", f"'model' must be a string, got {_kind(model)}", raw_id
+            )
+        if isinstance(model, str) and not 0 < len(model) <= MAX_NAME_CHARS:
+            raise ProtocolError(
+                "invalid_params", f"'model' must be a name of 1..{MAX_NAME_CHARS} chars", raw_id
+            )
     return {"type": "request", "id": raw_id, "method": method, "params": params}  # type: ignore[typeddict-item]
 
 
@@ -275,6 +324,17 @@ def is_finite_number(value: object) -> bool:
         and not isinstance(value, bool)
         and math.isfinite(float(value))
     )
+
+
+def echo(value: object) -> str:
+    """``repr(value)`` cut to ``MAX_ECHO_CHARS`` (error messages never echo huge input)."""
+    try:
+        text = repr(value)
+    except Exception:
+        return f"<{type(value).__name__}>"
+    if len(text) <= MAX_ECHO_CHARS:
+        return text
+    return f"{text[: MAX_ECHO_CHARS - 1]}… ({len(text)} chars)"
 
 
 def _kind(value: object) -> str:

@@ -10,7 +10,7 @@ import threading
 import time
 import uuid
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from . import environment
 from ._version import __version__
@@ -23,6 +23,7 @@ from .protocol import (
     DeviceInfo,
     DeviceSample,
     HelloMessage,
+    Insight,
     KernelInfo,
     Sample,
     Settings,
@@ -192,6 +193,13 @@ class Runtime:
 
     def _pre_run_cell(self, info: Any) -> None:
         try:
+            if self.settings["insight"] and "torch" in sys.modules:
+                # torch may have been imported where no post_run_cell ran (a silent execute,
+                # before the bridge was loaded): hook in before this cell's forwards.
+                self.insight.set_enabled(True)
+        except Exception as exc:
+            self._internal(exc, "model insight failed")
+        try:
             self.recorder.pre_run_cell(info)
         except Exception as exc:
             self._internal(exc)
@@ -220,7 +228,7 @@ class Runtime:
             return
         if result is None:
             return
-        self.bridge.broadcast({"type": "insight", "insight": result})
+        self.bridge.broadcast({"type": "insight", "insight": cast(Insight, result)})
         if result.get("skipped"):
             self.bridge.broadcast(notice_message("info", f"model insight: {result['skipped']}"))
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .protocol import ProtocolError, Settings, is_finite_number
+from .protocol import ProtocolError, Settings, echo, is_finite_number
 
 MIN_SAMPLE_HZ = 0.5
 MAX_SAMPLE_HZ = 50.0
@@ -61,4 +61,4 @@ def apply_settings(current: Settings, patch: Mapping[str, Any]) -> Settings:
 
 
 def _bad(key: str, value: object, expected: str) -> ProtocolError:
-    return ProtocolError("invalid_params", f"setting {key!r} must be {expected}, got {value!r}")
+    return ProtocolError("invalid_params", f"setting {key!r} must be {expected}, got {echo(value)}")

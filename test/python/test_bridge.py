@@ -104,6 +104,43 @@ def test_control_requests() -> None:
     assert out["result"] == {"cleared": 0}
 
 
+def test_requests_on_stream_are_refused() -> None:
+    rt = Runtime()
+    comm = _open(rt, "stream")
+    assert comm.sent[0]["type"] == "hello"
+    out = comm.deliver({"type": "request", "id": "s", "method": "get_devices", "params": {}})
+    assert out["type"] == "error" and out["code"] == "invalid_message"
+    assert out["in_reply_to"] == "s" and "control" in out["message"]
+    out = comm.deliver([1, 2])
+    assert out["code"] == "invalid_message" and out["in_reply_to"] is None
+
+
+def test_get_insight_model_sticks() -> None:
+    import pytest
+
+    torch = pytest.importorskip("torch")
+
+    class Shell:
+        user_ns: dict[str, Any] = {
+            "big": torch.nn.Linear(64, 64),
+            "small": torch.nn.Linear(2, 2),
+        }
+        user_ns_hidden: dict[str, Any] = {}
+
+    rt = Runtime(Shell())
+    comm = _open(rt, "control")
+    out = comm.deliver({"type": "request", "id": "i", "method": "get_insight", "params": {}})
+    insight = out["result"]["insight"]
+    assert insight["model"] == "big"
+    assert [m["name"] for m in insight["models"]] == ["big", "small"]
+    params = {"model": "small"}
+    out = comm.deliver({"type": "request", "id": "j", "method": "get_insight", "params": params})
+    assert out["result"]["insight"]["model"] == "small"
+    engine = rt.insight.engine()
+    assert engine.watched == "small" and engine.after_cell(20)["model"] == "small"
+    rt.shutdown()
+
+
 def test_handler_failure_becomes_internal_error() -> None:
     rt = Runtime()
     comm = _open(rt, "control")

@@ -376,3 +376,32 @@ def test_cuda_exact_and_breakdown(engine: InsightEngine, ns: dict[str, Any]) -> 
     assert cuda["reserved_free"] >= 0 and cuda["outside_pytorch"] >= 0
     loss.backward()
     assert engine.tracker.bytes_by_device().get("cuda:0", 0) == 0
+
+
+def test_models_list_for_the_picker(ns: dict[str, Any]) -> None:
+    big = transformer()
+    ns["small"] = nn.Linear(4, 4)
+    ns["model"] = big
+    ns["alias"] = big  # same module twice: listed once, under its first name
+    ns["enc_layer"] = big.layers[0]  # a submodule of a listed model: not listed
+    ns["mlp"] = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 64))
+    eng = InsightEngine(namespace=ns)
+    insight = eng.snapshot()
+    models = insight["models"]
+    assert [m["name"] for m in models] == ["model", "mlp", "small"]
+    assert models[0] == {
+        "name": "model",
+        "type": "TransformerEncoder",
+        "param_bytes": models[0]["param_bytes"],
+    }
+    assert models[0]["param_bytes"] == sum(p.nbytes for p in big.parameters())
+    assert models[2] == {"name": "small", "type": "Linear", "param_bytes": (16 + 4) * 4}
+    assert insight["model"] == "model"
+    # choosing a submodule by name lists it too; the choice sticks across cells
+    eng.watch("enc_layer")
+    after = eng.after_cell(20)
+    assert after["model"] == "enc_layer" and after["layers"][0]["type"] == "TransformerEncoderLayer"
+    assert "enc_layer" in [m["name"] for m in after["models"]]
+    assert eng.snapshot("mlp")["model"] == "mlp" and eng.watched == "enc_layer"
+    json.dumps(after)
+    assert InsightEngine(namespace={}).snapshot()["models"] == []

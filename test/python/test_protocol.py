@@ -51,6 +51,8 @@ def test_valid_request_passes_and_extra_fields_are_ignored() -> None:
         (_req(params=None), "invalid_message", "r1"),
         (_req(method="explode"), "unknown_method", "r1"),
         (_req(method="get_insight", params={"model": 3}), "invalid_params", "r1"),
+        (_req(method="get_insight", params={"model": ""}), "invalid_params", "r1"),
+        (_req(method="get_insight", params={"model": "m" * 257}), "invalid_params", "r1"),
     ],
 )
 def test_invalid_requests(payload: object, code: str, reply_to: str | None) -> None:
@@ -116,3 +118,38 @@ def test_report_keys_documented() -> None:
     table = doc.split("## Top level", 1)[1].split("##", 1)[0]
     documented = tuple(line.split("`")[1] for line in table.splitlines() if line.startswith("| `"))
     assert documented == REPORT_KEYS
+
+
+def test_empty_insight_and_model_info() -> None:
+    from vramscope.protocol import INSIGHT_KEYS, empty_insight, is_model_info, model_info
+
+    empty = empty_insight("why")
+    assert tuple(empty) == INSIGHT_KEYS
+    assert empty["models"] == [] and empty["model"] is None and empty["skipped"] == "why"
+    info = model_info("model", "Linear", 4096)
+    assert info == {"name": "model", "type": "Linear", "param_bytes": 4096}
+    assert is_model_info(info)
+    for bad in ({**info, "param_bytes": -1}, {**info, "param_bytes": True}, {"name": "m"}, 3):
+        assert not is_model_info(bad)
+
+
+def test_insight_and_model_info_documented() -> None:
+    from vramscope.protocol import INSIGHT_KEYS, MODEL_INFO_KEYS
+
+    doc = (ROOT / "docs" / "protocol.md").read_text(encoding="utf-8")
+    insight = doc.split("interface Insight {", 1)[1].split("\n}", 1)[0]
+    fields = tuple(line.split(":")[0].strip() for line in insight.splitlines() if ":" in line)
+    assert fields == INSIGHT_KEYS
+    model = doc.split("interface ModelInfo {", 1)[1].split("}", 1)[0]
+    assert tuple(f.split(":")[0].strip() for f in model.split(";") if ":" in f) == MODEL_INFO_KEYS
+
+
+def test_error_messages_do_not_echo_huge_input() -> None:
+    huge = "x" * 1_000_000
+    for payload in (_req(type=huge), _req(method=huge)):
+        with pytest.raises(ProtocolError) as info:
+            validate_request(payload)
+        assert len(info.value.message) < 400
+    with pytest.raises(ProtocolError) as info:
+        apply_settings(default_settings(), {"cuda_peak_policy": huge})
+    assert len(info.value.message) < 400 and "1000002 chars" in info.value.message

@@ -4,6 +4,7 @@ Needs torch: importing this package raises ImportError when torch is missing. IP
 imported here; the engine works on any namespace dict.
 """
 
-from .engine import InsightEngine, empty_insight
+from ..protocol import empty_insight
+from .engine import InsightEngine
 
 __all__ = ["InsightEngine", "empty_insight"]

@@ -16,6 +16,7 @@ from typing import Any, Optional, Union
 
 import torch
 
+from ..protocol import ModelInfo, empty_insight, model_info
 from ._torchutil import (
     StorageKey,
     module_tensors,
@@ -30,17 +31,6 @@ from .holders import ScanLimits, scan_holders, user_items
 
 OTHER = "<other>"
 SNAPSHOT_BUDGET_MS = 2000.0
-
-
-def empty_insight(reason: Optional[str] = None) -> dict[str, Any]:
-    return {
-        "model": None,
-        "layers": [],
-        "breakdown": {},
-        "holders": [],
-        "scan_ms": 0.0,
-        "skipped": reason,
-    }
 
 
 class InsightEngine:
@@ -72,7 +62,7 @@ class InsightEngine:
         self._tracker = ActivationTracker()
         self._watched_name: Optional[str] = None
         self._watched_ref: Optional[weakref.ReferenceType[torch.nn.Module]] = None
-        self.last_insight: dict[str, Any] = empty_insight()
+        self.last_insight: dict[str, Any] = dict(empty_insight())
 
     # -- public API --------------------------------------------------------------------
 
@@ -110,14 +100,20 @@ class InsightEngine:
             self.last_insight = insight
             return insight
         except Exception as exc:
-            return empty_insight(f"insight failed: {type(exc).__name__}: {exc}")
+            return dict(empty_insight(f"insight failed: {type(exc).__name__}: {exc}"))
+
+    @property
+    def watched(self) -> Optional[str]:
+        """The namespace name of the watched model (None: the largest model is reported)."""
+        return self._watched_name
 
     def snapshot(self, model: Optional[str] = None) -> dict[str, Any]:
-        """An Insight on demand (generous budget); ``model`` overrides the watched model."""
+        """An Insight on demand (generous budget); ``model`` overrides the watched model
+        for this call only (``watch`` makes a choice stick)."""
         try:
             return self._insight(model, SNAPSHOT_BUDGET_MS)
         except Exception as exc:
-            return empty_insight(f"insight failed: {type(exc).__name__}: {exc}")
+            return dict(empty_insight(f"insight failed: {type(exc).__name__}: {exc}"))
 
     # -- internals ---------------------------------------------------------------------
 
@@ -155,6 +151,7 @@ class InsightEngine:
             excluded |= storage_keys(optimizer_params(opt))
         self._tracker.set_excluded(excluded)
 
+        models = _model_infos(modules, name, model)
         layers = self._layers(model)
         breakdown = compute_breakdown(
             all_modules, optimizers, self._tracker.live_storages(), self._total_fn
@@ -164,6 +161,7 @@ class InsightEngine:
             skipped = f"{skipped}; budget {budget_ms:g} ms"
         return {
             "model": name,
+            "models": models,
             "layers": layers,
             "breakdown": breakdown,
             "holders": holders,
@@ -242,6 +240,40 @@ class InsightEngine:
                 return row_of[mid]
             hops += 1
         return None
+
+
+def _model_infos(
+    modules: list[tuple[str, torch.nn.Module]],
+    chosen_name: Optional[str],
+    chosen: Optional[torch.nn.Module],
+) -> list[ModelInfo]:
+    """The namespace's models for the picker, largest first (ties: namespace order).
+
+    A module bound to several names is listed once (first name); a module that is a submodule
+    of another listed module (``enc = model.encoder``) is left out, unless it is the chosen
+    model. The chosen model is listed even when it is not in the namespace.
+    """
+    unique: dict[int, tuple[str, torch.nn.Module]] = {}
+    for name, module in modules:
+        unique.setdefault(id(module), (name, module))
+    inner: set[int] = set()
+    for _, module in unique.values():
+        try:
+            inner.update(id(sub) for sub in module.modules() if sub is not module)
+        except Exception:
+            continue
+    listed = [(n, m) for mid, (n, m) in unique.items() if mid not in inner or m is chosen]
+    if chosen is not None and chosen_name is not None and id(chosen) not in unique:
+        listed.append((chosen_name, chosen))
+    infos: list[ModelInfo] = []
+    for name, module in listed:
+        try:
+            size = param_bytes(module)
+        except Exception:
+            size = 0
+        infos.append(model_info(name, type(module).__name__, size))
+    infos.sort(key=lambda info: -info["param_bytes"])
+    return infos
 
 
 def _own_param_bytes(module: torch.nn.Module, seen: set[StorageKey]) -> tuple[int, int]:
