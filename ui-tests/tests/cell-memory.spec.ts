@@ -45,78 +45,101 @@ async function runCode(
   await page.notebook.runCell(index, { inplace: true });
 }
 
-/**
- * Issue 2: a new notebook on the Python kernel, a 64 MiB tensor reads `+64.0 MiB` in the
- * cell footer and in the panel's cell table; after a kernel restart the panel reconnects,
- * keeps the history, and records the next cells. Also writes docs/images/panel.png.
- */
-test('per-cell memory in the footer and panel, kept across a kernel restart', async ({
-  page
-}) => {
+async function newNotebookWithPanel(
+  page: IJupyterLabPageFixture,
+  name: string
+) {
+  await page.notebook.createNew(name);
+  await page.sidebar.close('left');
+  await openPanel(page);
+  await page.sidebar.setWidth(460, 'right');
+  const status = page.locator('#vramscope-panel .vramscope-Status');
+  await expect(status).toHaveAttribute('data-status', 'connected', {
+    timeout: 60_000
+  });
+  return status;
+}
+
+const rows = (page: IJupyterLabPageFixture) =>
+  page.locator('#vramscope-panel .vramscope-CellTable-row');
+
+test.describe('per-cell memory (issue 2)', () => {
   test.skip(
     !panelBuilt(),
     'the front end has no #vramscope-panel yet (src/index.ts)'
   );
 
-  await page.notebook.createNew('memory.ipynb');
-  await openPanel(page);
-  const status = page.locator('#vramscope-panel .vramscope-Status');
-  await expect(status).toHaveAttribute('data-status', 'connected', {
-    timeout: 60_000
-  });
-  await expect(
-    page.locator('#vramscope-panel .vramscope-Device[data-device-id="cpu"]')
-  ).toBeVisible();
+  /**
+   * A new notebook on the Python kernel: a 64 MiB tensor reads `+64.0 MiB` in the cell
+   * footer and in the panel's cell table. Writes docs/images/panel.png (the README's).
+   */
+  test('a 64 MiB tensor shows +64.0 MiB in the footer and the panel', async ({
+    page
+  }) => {
+    await newNotebookWithPanel(page, 'memory.ipynb');
+    await expect(
+      page.locator('#vramscope-panel .vramscope-Device[data-device-id="cpu"]')
+    ).toBeVisible();
 
-  // torch's import allocates by itself: import first, then measure the tensor alone.
-  await runCode(page, 0, 'import torch');
-  await runCode(
-    page,
-    1,
-    'x = torch.ones(16 * 1024 * 1024)  # 64 MiB of float32'
-  );
+    // torch's import allocates by itself: import first, then measure the tensor alone.
+    await runCode(page, 0, 'import torch');
+    await runCode(
+      page,
+      1,
+      'x = torch.ones(16 * 1024 * 1024)  # 64 MiB of float32'
+    );
+    const footer = (await page.notebook.getCellLocator(1))!.locator(
+      '.vramscope-CellFooter-text'
+    );
+    await expect(footer).toContainText('+64.0 MiB');
+    await expect(
+      rows(page).and(page.locator('[data-execution-count="2"]'))
+    ).toContainText('+64.0 MiB');
 
-  const footer = (await page.notebook.getCellLocator(1))!.locator(
-    '.vramscope-CellFooter-text'
-  );
-  await expect(footer).toContainText('+64.0 MiB');
-  const row = page.locator(
-    '#vramscope-panel .vramscope-CellTable-row[data-execution-count="2"]'
-  );
-  await expect(row).toContainText('+64.0 MiB');
+    await runCode(page, 2, 'del x');
+    await expect(
+      rows(page).and(page.locator('[data-execution-count="3"]'))
+    ).toContainText('-64.0 MiB');
 
-  await runCode(page, 2, 'del x');
-  await expect(
-    page.locator(
-      '#vramscope-panel .vramscope-CellTable-row[data-execution-count="3"]'
-    )
-  ).toContainText('-64.0 MiB');
-
-  // The screenshot the README embeds: the notebook with footers and the real panel.
-  fs.mkdirSync(path.dirname(SCREENSHOT), { recursive: true });
-  await page.screenshot({ path: SCREENSHOT });
-
-  // Restart the kernel (accepting the dialog): the panel reconnects and keeps its history.
-  const rows = page.locator('#vramscope-panel .vramscope-CellTable-row');
-  const rowsBefore = await rows.count();
-  await page.evaluate(() => {
-    void (window as any).jupyterapp.commands.execute('notebook:restart-kernel');
-  });
-  await page.locator('.jp-Dialog .jp-mod-accept').click();
-  await expect(status).toHaveAttribute('data-status', 'connected', {
-    timeout: 60_000
+    // The screenshot the README embeds: the notebook with footers and the real panel.
+    fs.mkdirSync(path.dirname(SCREENSHOT), { recursive: true });
+    await page.screenshot({ path: SCREENSHOT });
   });
 
-  // The new kernel is measured too (execution counts start again at 1).
-  await runCode(page, 3, 'import torch');
-  await runCode(page, 4, 'y = torch.ones(8 * 1024 * 1024)  # 32 MiB');
-  const after = (await page.notebook.getCellLocator(4))!.locator(
-    '.vramscope-CellFooter-text'
-  );
-  await expect(after).toContainText('+32.0 MiB');
-  await expect(rows.filter({ hasText: '+32.0 MiB' })).toHaveCount(1);
-  await expect(status).toHaveAttribute('data-status', 'connected');
-  // History from before the restart is kept.
-  await expect(rows.filter({ hasText: '+64.0 MiB' })).toHaveCount(1);
-  expect(await rows.count()).toBeGreaterThanOrEqual(rowsBefore + 2);
+  /**
+   * After a kernel restart (dialog accepted) the panel reconnects, keeps the history from
+   * before the restart and measures the new kernel's cells.
+   */
+  test('the panel reconnects after a kernel restart and keeps history', async ({
+    page
+  }) => {
+    const status = await newNotebookWithPanel(page, 'restart.ipynb');
+    await runCode(page, 0, 'import torch');
+    await runCode(page, 1, 'x = torch.ones(16 * 1024 * 1024)');
+    await expect(rows(page).filter({ hasText: '+64.0 MiB' })).toHaveCount(1);
+    const before = await rows(page).count();
+
+    await page.evaluate(() => {
+      void (window as any).jupyterapp.commands.execute(
+        'notebook:restart-kernel'
+      );
+    });
+    await page.locator('.jp-Dialog .jp-mod-accept').click();
+    await expect(status).toHaveAttribute('data-status', 'connected', {
+      timeout: 30_000
+    });
+
+    // The new kernel is measured too (execution counts start again at 1).
+    await runCode(page, 2, 'import torch');
+    await runCode(page, 3, 'y = torch.ones(8 * 1024 * 1024)  # 32 MiB');
+    const after = (await page.notebook.getCellLocator(3))!.locator(
+      '.vramscope-CellFooter-text'
+    );
+    await expect(after).toContainText('+32.0 MiB');
+    await expect(rows(page).filter({ hasText: '+32.0 MiB' })).toHaveCount(1);
+    await expect(status).toHaveAttribute('data-status', 'connected');
+    // History from before the restart is kept.
+    await expect(rows(page).filter({ hasText: '+64.0 MiB' })).toHaveCount(1);
+    expect(await rows(page).count()).toBeGreaterThanOrEqual(before + 2);
+  });
 });
