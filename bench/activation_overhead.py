@@ -2,24 +2,20 @@
 
 A 4-layer TransformerEncoder (d=256, 8 heads, batch 8 x seq 128 by default); steps with and
 without the InsightEngine's hooks are interleaved in one process (the order alternates each
-round) and the medians compared. Prints results; ``--record`` appends them to bench/RESULTS.md.
+round) and the medians compared. Prints results; ``--record`` writes them to bench/RESULTS.md.
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime
-import platform
 import statistics
 import time
-from pathlib import Path
 
 import torch
 from torch import nn
 
+from _results import record
 from vramscope.insight import InsightEngine
-
-RESULTS = Path(__file__).with_name("RESULTS.md")
 
 
 def step(model: nn.Module, x: torch.Tensor) -> float:
@@ -36,7 +32,7 @@ def main() -> None:
     parser.add_argument("--d-model", type=int, default=256)
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--seq", type=int, default=128)
-    parser.add_argument("--record", action="store_true", help="append to bench/RESULTS.md")
+    parser.add_argument("--record", action="store_true", help="write to bench/RESULTS.md")
     args = parser.parse_args()
 
     torch.manual_seed(0)
@@ -84,15 +80,6 @@ def main() -> None:
     print("\n".join(lines))
     if args.record:
         record("activation_overhead", lines)
-
-
-def record(name: str, lines: list[str]) -> None:
-    """Appends a section to bench/RESULTS.md (creates it; never rewrites other sections)."""
-    stamp = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
-    head = "" if RESULTS.exists() else "# Benchmark results\n"
-    body = "\n".join(f"- {line}" for line in lines)
-    with RESULTS.open("a", encoding="utf-8") as fh:
-        fh.write(f"{head}\n## {name} ({stamp}, {platform.machine()})\n\n{body}\n")
 
 
 if __name__ == "__main__":

@@ -1,35 +1,26 @@
 """Added latency per cell from the vramscope bridge, in a real kernel.
 
-Round trips of a ``pass`` cell (execute_request -> execute_reply) are timed in interleaved
-blocks with the bridge loaded (stream comm open, so ``cell`` messages are sent) and unloaded
-(``%unload_ext vramscope``). The hook pair's own cost is also timed inside the kernel.
-Prints medians, their ratio and the added ms (target < 0.5 ms); ``--record`` appends them
-to bench/RESULTS.md. No asserts: numbers on a shared machine are noisy.
+Round trips of a ``pass`` cell (execute_request -> execute_reply) are timed in short blocks,
+paired A/B with the bridge loaded (stream comm open, so ``cell`` messages are sent) and
+unloaded (``%unload_ext vramscope``), the order alternating from pair to pair. Prints the
+median of the per-pair differences and ratios of block medians (target < 0.5 ms added), the
+pooled medians, and the hook pair's own cost timed inside the kernel; ``--record`` writes
+them to bench/RESULTS.md. No asserts: numbers on a shared machine are noisy.
 
-    python bench/cell_overhead.py [--rounds 6] [--cells 40] [--hz 10] [--torch] [--record]
+    python bench/cell_overhead.py [--pairs 16] [--cells 25] [--hz 10] [--torch] [--record]
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime
-import platform
 import statistics
 import sys
 import time
 from pathlib import Path
 
-RESULTS = Path(__file__).with_name("RESULTS.md")
+from _results import record
+
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def record(name: str, lines: list[str]) -> None:
-    """Append a section to bench/RESULTS.md (creates it; never rewrites other sections)."""
-    stamp = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
-    head = "" if RESULTS.exists() else "# Benchmark results\n"
-    body = "\n".join(f"- {line}" for line in lines)
-    with RESULTS.open("a", encoding="utf-8") as fh:
-        fh.write(f"{head}\n## {name} ({stamp}, {platform.machine()})\n\n{body}\n")
 
 
 HOOK_TIMER = """
@@ -49,11 +40,11 @@ _rt.clear_history()
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=6)
-    parser.add_argument("--cells", type=int, default=40, help="cells per block")
+    parser.add_argument("--pairs", type=int, default=16)
+    parser.add_argument("--cells", type=int, default=25, help="cells per block")
     parser.add_argument("--hz", type=float, default=10.0, help="sample rate while loaded")
     parser.add_argument("--torch", action="store_true", help="import torch (insight runs too)")
-    parser.add_argument("--record", action="store_true", help="append to bench/RESULTS.md")
+    parser.add_argument("--record", action="store_true", help="write to bench/RESULTS.md")
     args = parser.parse_args()
 
     sys.path.insert(0, str(ROOT / "test" / "python"))
@@ -63,33 +54,47 @@ def main() -> None:
     try:
         kernel.run_ok("import torch" if args.torch else "pass")
         kernel.execute(BOOTSTRAP, silent=True)
-        on: list[float] = []
-        off: list[float] = []
-        for _ in range(args.rounds):
-            for loaded in (True, False):
+        on: list[list[float]] = []
+        off: list[list[float]] = []
+        for i in range(args.pairs):
+            for loaded in (True, False) if i % 2 == 0 else (False, True):
                 kernel.run_ok("%load_ext vramscope" if loaded else "%unload_ext vramscope")
                 if loaded:  # unloading closed the comms: open the stream again
                     kernel.run_ok(f"import vramscope; vramscope.settings(sample_hz={args.hz})")
                     stream = kernel.comm_open("stream")
                     kernel.comm_data(stream, "hello")
-                block = on if loaded else off
+                kernel.execute("pass")  # settle after the toggle
+                block: list[float] = []
                 for _ in range(args.cells):
                     start = time.perf_counter()
                     kernel.execute("pass")
                     block.append(time.perf_counter() - start)
-        kernel.run_ok("%load_ext vramscope")
+                (on if loaded else off).append(block)
+        kernel.run_ok("%unload_ext vramscope")
+        kernel.run_ok("%load_ext vramscope")  # comms closed: no cell message to send
         kernel.execute(HOOK_TIMER, silent=True)
         hook_us = float(kernel.eval("_hook_us"))
+        kernel.comm_data(kernel.comm_open("stream"), "hello")
+        kernel.execute(HOOK_TIMER, silent=True)
+        hook_stream_us = float(kernel.eval("_hook_us"))
     finally:
         kernel.close()
 
-    med_on, med_off = statistics.median(on), statistics.median(off)
+    med = statistics.median
+    diffs = [(med(a) - med(b)) * 1000 for a, b in zip(on, off)]
+    ratios = [med(a) / med(b) for a, b in zip(on, off)]
+    q1, _, q3 = statistics.quantiles(diffs, n=4)
+    pooled_on, pooled_off = med([t for b in on for t in b]), med([t for b in off for t in b])
+    total = sum(map(sum, on)) / sum(map(sum, off))
     lines = [
-        f"pass-cell round trip, bridge loaded:   median {med_on * 1000:.3f} ms (n={len(on)})",
-        f"pass-cell round trip, bridge unloaded: median {med_off * 1000:.3f} ms (n={len(off)})",
-        f"ratio {med_on / med_off:.3f}; added {(med_on - med_off) * 1000:+.3f} ms per cell "
-        "(target < 0.5 ms)",
-        f"pre+post hook pair inside the kernel: {hook_us:.1f} us per cell"
+        f"{args.pairs} A/B pairs of {args.cells} pass cells per block, order alternating",
+        f"added per cell, median of per-pair differences: {med(diffs):+.3f} ms "
+        f"(quartiles {q1:+.3f}..{q3:+.3f}; target < 0.5 ms)",
+        f"median per-pair ratio loaded/unloaded: {med(ratios):.3f}; total-time ratio {total:.3f}",
+        f"pooled medians: loaded {pooled_on * 1000:.3f} ms, unloaded {pooled_off * 1000:.3f} ms "
+        f"(n={args.pairs * args.cells} each)",
+        f"pre+post hook pair inside the kernel: {hook_us:.1f} us per cell without a stream comm, "
+        f"{hook_stream_us:.1f} us with one (the cell message is sent)"
         + (" (torch imported: includes model insight)" if args.torch else " (torch not imported)")
         + f"; sampler at {args.hz:g} Hz",
     ]

@@ -1,7 +1,7 @@
 """Time of the holders scan (and a whole InsightEngine.after_cell) on a crowded namespace.
 
 The namespace holds 1,000 tensors, a 10,000-element list of tensors, a small model and its
-Adam optimizer. Prints medians; ``--record`` appends them to bench/RESULTS.md.
+Adam optimizer. Prints medians; ``--record`` writes them to bench/RESULTS.md.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from activation_overhead import record
+from _results import record
 from vramscope.insight import InsightEngine
 from vramscope.insight.holders import ScanLimits, scan_holders
 
@@ -31,7 +31,7 @@ def median_ms(fn: Any, runs: int) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=20)
-    parser.add_argument("--record", action="store_true", help="append to bench/RESULTS.md")
+    parser.add_argument("--record", action="store_true", help="write to bench/RESULTS.md")
     args = parser.parse_args()
 
     model = nn.Sequential(nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 10))
