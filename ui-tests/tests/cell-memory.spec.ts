@@ -2,28 +2,9 @@ import { expect, IJupyterLabPageFixture, test } from '@jupyterlab/galata';
 import * as fs from 'fs';
 import * as path from 'path';
 
-const ROOT = path.resolve(__dirname, '..', '..');
-const SCREENSHOT = path.join(ROOT, 'docs', 'images', 'panel.png');
+import { panelBuilt, ROOT } from './utils';
 
-/** Whether the served (freshly built) front end contains the vramscope panel. */
-function panelBuilt(): boolean {
-  const dir = path.join(
-    ROOT,
-    'python_bridge',
-    'vramscope',
-    'labextension',
-    'static'
-  );
-  if (!fs.existsSync(dir)) {
-    return false;
-  }
-  return fs
-    .readdirSync(dir)
-    .filter(f => f.endsWith('.js'))
-    .some(f =>
-      fs.readFileSync(path.join(dir, f), 'utf8').includes('vramscope-panel')
-    );
-}
+const SCREENSHOT = path.join(ROOT, 'docs', 'images', 'panel.png');
 
 async function openPanel(page: IJupyterLabPageFixture): Promise<void> {
   await page.evaluate(() =>

@@ -1,5 +1,7 @@
 import { expect, test } from '@jupyterlab/galata';
 
+import { panelBuilt } from './utils';
+
 /**
  * JupyterLab starts from the venv and the prebuilt vramscope labextension is loaded and its
  * plugins activated (no JupyterLab rebuild involved).
@@ -27,4 +29,11 @@ test('JupyterLab loads with the vramscope extension activated', async ({
     });
   }
   expect(errors.filter(e => /vramscope/i.test(e))).toEqual([]);
+
+  if (panelBuilt()) {
+    // The memory panel is in the right sidebar.
+    await expect(
+      page.locator('.jp-SideBar.jp-mod-right [data-id="vramscope-panel"]')
+    ).toBeAttached();
+  }
 });
