@@ -99,7 +99,16 @@ else
   t=$(now)
   if [ ! -x "$VENV/bin/python" ]; then
     log "creating .venv with $PYTHON"
-    "$PYTHON" -m venv "$VENV"
+    if ! "$PYTHON" -m venv "$VENV"; then
+      # Debian's own python3 ships venv/ensurepip separately.
+      rm -rf "$VENV"
+      if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+        log "installing python3-venv (apt-get)"
+        DEBIAN_FRONTEND=noninteractive apt-get update -qq </dev/null
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv </dev/null >/dev/null
+      fi
+      "$PYTHON" -m venv "$VENV"
+    fi
   fi
   log "installing Python packages into .venv"
   "$VENV/bin/python" -m pip install --retries 0 -q "${REQUIREMENTS[@]}"
