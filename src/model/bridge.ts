@@ -38,7 +38,10 @@ export class KernelBridge implements IDisposable {
     this._context.kernelChanged.connect(this._onKernelChanged, this);
     this._context.statusChanged.connect(this._onKernelStatus, this);
     this._session.helloReceived.connect(this._onHello, this);
-    this._session.setReconnectHandler(() => void this.connect());
+    this._session.setReconnectHandler(() => {
+      this._retries = 0;
+      void this.connect();
+    });
     void this._context.ready.then(() => {
       if (!this._isDisposed && this._session.status === 'idle') {
         void this.connect();
@@ -67,6 +70,7 @@ export class KernelBridge implements IDisposable {
       'connecting',
       'Loading the vramscope bridge in the kernel…'
     );
+    this._armWatchdog(attempt);
     try {
       const language = await Private.kernelLanguage(kernel);
       if (attempt !== this._attempt || this._isDisposed) {
@@ -115,6 +119,32 @@ export class KernelBridge implements IDisposable {
     }
   }
 
+  /**
+   * If this attempt is still `connecting` after a while (a bootstrap lost in a kernel restart,
+   * a `hello` that never came), try again a few times, then report an error.
+   */
+  private _armWatchdog(attempt: number): void {
+    clearTimeout(this._watchdog);
+    this._watchdog = setTimeout(() => {
+      if (
+        this._isDisposed ||
+        attempt !== this._attempt ||
+        this._session.status !== 'connecting'
+      ) {
+        return;
+      }
+      if (this._retries < KernelBridge.MAX_RETRIES) {
+        this._retries++;
+        void this.connect();
+      } else {
+        this._session.setStatus(
+          'error',
+          'The vramscope bridge did not answer. Reconnect to try again.'
+        );
+      }
+    }, KernelBridge.CONNECT_TIMEOUT_MS);
+  }
+
   /** Send the front-end settings to the kernel (no-op when not connected). */
   async pushSettings(): Promise<void> {
     const params = this._getSettings();
@@ -136,6 +166,7 @@ export class KernelBridge implements IDisposable {
     }
     this._isDisposed = true;
     this._attempt++;
+    clearTimeout(this._watchdog);
     this._context.kernelChanged.disconnect(this._onKernelChanged, this);
     this._context.statusChanged.disconnect(this._onKernelStatus, this);
     this._session.helloReceived.disconnect(this._onHello, this);
@@ -208,6 +239,7 @@ export class KernelBridge implements IDisposable {
       this._closeComms();
       return;
     }
+    this._retries = 0;
     void this.pushSettings();
   }
 
@@ -218,6 +250,15 @@ export class KernelBridge implements IDisposable {
       newValue: Kernel.IKernelConnection | null;
     }
   ): void {
+    // SessionContext.restartKernel() emits kernelChanged with the same kernel: the restart
+    // itself is handled through statusChanged.
+    if (change.oldValue === change.newValue) {
+      if (this._needsReconnect || this._session.status !== 'connected') {
+        this._needsReconnect = false;
+        void this.connect();
+      }
+      return;
+    }
     this._attempt++;
     this._stream = null;
     this._control = null;
@@ -275,9 +316,16 @@ export class KernelBridge implements IDisposable {
   private _needsReconnect = false;
   private _hadKernel = false;
   private _isDisposed = false;
+  private _retries = 0;
+  private _watchdog: ReturnType<typeof setTimeout> | undefined = undefined;
 }
 
 export namespace KernelBridge {
+  /** How long an attempt may stay `connecting` before it is retried. */
+  export const CONNECT_TIMEOUT_MS = 8000;
+  /** Retries after a timeout before the status becomes `error`. */
+  export const MAX_RETRIES = 3;
+
   export interface IOptions {
     sessionContext: ISessionContext;
     session: MemorySession;

@@ -120,6 +120,8 @@ export class MemoryTracker implements IMemoryTracker {
     panel.disposed.connect(onDisposed);
     this._entries.set(panel, { session, bridge, onPath, onDisposed });
     this._sessionAdded.emit({ session, widget: panel });
+    // The notebook may have become current before the tracker announced it.
+    this._onCurrentChanged();
   }
 
   private _remove(panel: NotebookPanel): void {
