@@ -45,6 +45,10 @@ const rows = (page: IJupyterLabPageFixture) =>
   page.locator('#vramscope-panel .vramscope-CellTable-row');
 
 test.describe('per-cell memory (issue 2)', () => {
+  // galata mocks the kernels/sessions REST routes and answers every POST with 201, which
+  // breaks `POST /api/kernels/<id>/restart` (JupyterLab expects 200): talk to the server.
+  test.use({ kernels: null, sessions: null });
+
   test.skip(
     !panelBuilt(),
     'the front end has no #vramscope-panel yet (src/index.ts)'
