@@ -70,7 +70,7 @@ state (two moments per parameter, about 2x the model) shows up in the delta.""",
     (
         "code",
         """optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
-batch = torch.randn(8, 64, 512)
+batch = torch.randn(12, 64, 512)
 start = time.time()
 for _ in range(30):
     optimizer.zero_grad()
