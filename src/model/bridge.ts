@@ -8,7 +8,12 @@
  *   session; requests go out on `control`;
  * - on a kernel restart marks the restart in the session (history kept) and reconnects when
  *   the kernel is back; on a kernel change reconnects to the new kernel;
- * - pushes the front-end settings (`set_settings`) after each `hello` and on change.
+ * - pushes the front-end settings (`set_settings`) after each `hello` when they differ from
+ *   the kernel's, and on change.
+ *
+ * Every connection attempt belongs to a *generation*: a restart, a kernel change, a manual
+ * reconnect or `dispose()` starts a new one, and async work of an older generation (a late
+ * bootstrap reply, a comm of the previous kernel process) is discarded when it resumes.
  */
 import { ISessionContext } from '@jupyterlab/apputils';
 import { Kernel, KernelMessage } from '@jupyterlab/services';
@@ -35,13 +40,17 @@ export class KernelBridge implements IDisposable {
     this._context = options.sessionContext;
     this._session = options.session;
     this._getSettings = options.getSettings ?? (() => null);
+    this._connectTimeoutMs =
+      options.connectTimeoutMs ?? KernelBridge.CONNECT_TIMEOUT_MS;
     this._context.kernelChanged.connect(this._onKernelChanged, this);
-    this._context.statusChanged.connect(this._onKernelStatus, this);
+    this._context.statusChanged.connect(this._onContextStatus, this);
     this._session.helloReceived.connect(this._onHello, this);
+    this._session.statusChanged.connect(this._onSessionStatus, this);
     this._session.setReconnectHandler(() => {
       this._retries = 0;
       void this.connect();
     });
+    this._watchKernel(this._context.session?.kernel ?? null);
     void this._context.ready.then(() => {
       if (!this._isDisposed && this._session.status === 'idle') {
         void this.connect();
@@ -57,11 +66,20 @@ export class KernelBridge implements IDisposable {
     return this._isDisposed;
   }
 
-  /** (Re)connect to the current kernel. Safe to call at any time; stale attempts are dropped. */
+  /** The current connection generation (bumped by restarts, kernel changes, reconnects). */
+  get generation(): number {
+    return this._generation;
+  }
+
+  /**
+   * (Re)connect to the current kernel: wait until it is ready, bootstrap the bridge, open the
+   * comms. Safe to call at any time; an older attempt still in flight is dropped.
+   */
   async connect(): Promise<void> {
-    const attempt = ++this._attempt;
-    this._closeComms();
+    const gen = this._newGeneration();
+    this._awaitingKernel = false;
     const kernel = this._context.session?.kernel ?? null;
+    this._watchKernel(kernel);
     if (!kernel) {
       this._session.setStatus('idle', 'No kernel: start one to see memory.');
       return;
@@ -70,24 +88,30 @@ export class KernelBridge implements IDisposable {
       'connecting',
       'Loading the vramscope bridge in the kernel…'
     );
-    this._armWatchdog(attempt);
+    this._armWatchdog(gen);
+    const stale = () => gen !== this._generation || this._isDisposed;
     try {
       const language = await Private.kernelLanguage(kernel);
-      if (attempt !== this._attempt || this._isDisposed) {
+      if (stale()) {
         return;
       }
       if (language !== null && !/^python/i.test(language)) {
+        this._clearWatchdog();
         this._session.setStatus(
           'unsupported-kernel',
           `vramscope needs a Python kernel (this one is ${language})`
         );
         return;
       }
+      // The execute is queued by the kernel connection until the (restarted) kernel answers
+      // kernel_info, so it runs before any cell sent after the restart. Only the shell reply
+      // is awaited: an iopub `idle` lost while the new process subscribes must not hang us.
       const reply = await Private.execute(kernel, BOOTSTRAP_CODE);
-      if (attempt !== this._attempt || this._isDisposed) {
+      if (stale()) {
         return;
       }
       if (reply.status === 'error') {
+        this._clearWatchdog();
         if (
           reply.ename === 'ModuleNotFoundError' &&
           /vramscope/.test(reply.evalue ?? '')
@@ -105,12 +129,19 @@ export class KernelBridge implements IDisposable {
         return;
       }
       if (reply.status !== 'ok') {
+        this._clearWatchdog();
         this._session.setStatus('error', `The bootstrap was ${reply.status}.`);
         return;
       }
-      this._openComms(kernel);
+      this._openComms(kernel, gen);
     } catch (e) {
-      if (attempt === this._attempt && !this._isDisposed) {
+      if (!stale()) {
+        // A future disposed by a restart that we have not heard of yet: the restart
+        // handling reconnects; anything else is shown.
+        if (Private.isKernelGoing(kernel)) {
+          return;
+        }
+        this._clearWatchdog();
         this._session.setStatus(
           'error',
           `Could not connect to the kernel: ${String(e)}`
@@ -119,36 +150,14 @@ export class KernelBridge implements IDisposable {
     }
   }
 
-  /**
-   * If this attempt is still `connecting` after a while (a bootstrap lost in a kernel restart,
-   * a `hello` that never came), try again a few times, then report an error.
-   */
-  private _armWatchdog(attempt: number): void {
-    clearTimeout(this._watchdog);
-    this._watchdog = setTimeout(() => {
-      if (
-        this._isDisposed ||
-        attempt !== this._attempt ||
-        this._session.status !== 'connecting'
-      ) {
-        return;
-      }
-      if (this._retries < KernelBridge.MAX_RETRIES) {
-        this._retries++;
-        void this.connect();
-      } else {
-        this._session.setStatus(
-          'error',
-          'The vramscope bridge did not answer. Reconnect to try again.'
-        );
-      }
-    }, KernelBridge.CONNECT_TIMEOUT_MS);
-  }
-
-  /** Send the front-end settings to the kernel (no-op when not connected). */
+  /** Send the front-end settings to the kernel when they differ from the kernel's. */
   async pushSettings(): Promise<void> {
     const params = this._getSettings();
     if (!params || this._session.status !== 'connected' || !this._control) {
+      return;
+    }
+    if (!Private.differs(params, this._session.settings)) {
+      // Nothing to change: no request (each one is a busy/idle cycle in the kernel).
       return;
     }
     try {
@@ -165,25 +174,80 @@ export class KernelBridge implements IDisposable {
       return;
     }
     this._isDisposed = true;
-    this._attempt++;
-    clearTimeout(this._watchdog);
+    this._newGeneration();
+    this._watchKernel(null);
     this._context.kernelChanged.disconnect(this._onKernelChanged, this);
-    this._context.statusChanged.disconnect(this._onKernelStatus, this);
+    this._context.statusChanged.disconnect(this._onContextStatus, this);
     this._session.helloReceived.disconnect(this._onHello, this);
+    this._session.statusChanged.disconnect(this._onSessionStatus, this);
     this._session.setReconnectHandler(null);
-    this._closeComms();
   }
 
-  private _openComms(kernel: Kernel.IKernelConnection): void {
+  /**
+   * Start a new generation: stale work is dropped, the comms of the old one forgotten
+   * (closed in the kernel only when `graceful` and the kernel is alive; a restarting or
+   * replaced kernel has dropped them already).
+   */
+  private _newGeneration(graceful = true): number {
+    this._generation++;
+    this._clearWatchdog();
+    this._closeComms(graceful);
+    return this._generation;
+  }
+
+  /**
+   * If this generation is still `connecting` after a while (no bootstrap reply, a `hello`
+   * that never came), try again a few times, then report an error.
+   */
+  private _armWatchdog(gen: number): void {
+    this._clearWatchdog();
+    this._watchdog = setTimeout(() => {
+      this._watchdog = undefined;
+      if (
+        this._isDisposed ||
+        gen !== this._generation ||
+        this._session.status !== 'connecting'
+      ) {
+        return;
+      }
+      const kernel = this._context.session?.kernel ?? null;
+      if (kernel && kernel.status === 'busy') {
+        // The bootstrap waits behind running cells: keep waiting.
+        this._armWatchdog(gen);
+        return;
+      }
+      if (this._retries < KernelBridge.MAX_RETRIES) {
+        this._retries++;
+        void this.connect();
+      } else {
+        this._session.setStatus(
+          'error',
+          'The vramscope bridge did not answer. Reconnect to try again.'
+        );
+      }
+    }, this._connectTimeoutMs);
+  }
+
+  private _clearWatchdog(): void {
+    if (this._watchdog !== undefined) {
+      clearTimeout(this._watchdog);
+      this._watchdog = undefined;
+    }
+  }
+
+  private _openComms(kernel: Kernel.IKernelConnection, gen: number): void {
     const metadata = { protocol_version: PROTOCOL_VERSION };
     const open = (channel: Channel): Kernel.IComm => {
       const comm = kernel.createComm(COMM_TARGET);
       comm.onMsg = (msg: KernelMessage.ICommMsgMsg) => {
-        if (comm === this._stream || comm === this._control) {
+        if (
+          gen === this._generation &&
+          (comm === this._stream || comm === this._control)
+        ) {
           this._session.handleMessage(msg.content.data);
         }
       };
-      comm.onClose = () => this._onCommClosed(comm);
+      comm.onClose = () => this._onCommClosed(comm, gen);
       comm.open({ channel }, metadata);
       return comm;
     };
@@ -192,7 +256,7 @@ export class KernelBridge implements IDisposable {
     this._stream = open('stream');
     const control = this._control;
     this._session.setTransport(message => {
-      if (control.isDisposed) {
+      if (control.isDisposed || gen !== this._generation) {
         throw new Error('the control comm is closed');
       }
       control.send(
@@ -201,23 +265,28 @@ export class KernelBridge implements IDisposable {
     });
   }
 
-  private _onCommClosed(comm: Kernel.IComm): void {
-    if (comm !== this._stream && comm !== this._control) {
+  private _onCommClosed(comm: Kernel.IComm, gen: number): void {
+    if (
+      gen !== this._generation ||
+      (comm !== this._stream && comm !== this._control)
+    ) {
       return;
     }
     this._closeComms();
     const status = this._session.status;
     if (status === 'protocol-mismatch' || status === 'restarting') {
+      this._clearWatchdog();
       return;
     }
+    this._clearWatchdog();
     this._session.setStatus(
       'error',
       'The kernel closed the vramscope connection. Reconnect to try again.'
     );
   }
 
-  /** Forget (and close, unless the kernel is gone) the current comms. */
-  private _closeComms(): void {
+  /** Forget (and close, unless the kernel already dropped them) the current comms. */
+  private _closeComms(graceful = true): void {
     const comms = [this._stream, this._control];
     this._stream = null;
     this._control = null;
@@ -225,8 +294,20 @@ export class KernelBridge implements IDisposable {
     for (const comm of comms) {
       if (comm && !comm.isDisposed) {
         comm.onClose = () => undefined;
+        comm.onMsg = () => undefined;
+        const kernel = this._watched;
+        const alive =
+          graceful &&
+          kernel &&
+          !kernel.isDisposed &&
+          kernel.connectionStatus === 'connected' &&
+          !Private.isKernelGoing(kernel);
         try {
-          comm.close();
+          if (alive) {
+            comm.close();
+          } else {
+            comm.dispose();
+          }
         } catch {
           comm.dispose();
         }
@@ -235,12 +316,36 @@ export class KernelBridge implements IDisposable {
   }
 
   private _onHello(_: MemorySession, msg: IHelloMessage): void {
-    if (this._session.status === 'protocol-mismatch') {
-      this._closeComms();
-      return;
-    }
+    this._clearWatchdog();
     this._retries = 0;
     void this.pushSettings();
+  }
+
+  /** A protocol mismatch (in `hello` or the kernel's error): stop using the comms. */
+  private _onSessionStatus(_: MemorySession, status: string): void {
+    if (status === 'protocol-mismatch') {
+      this._newGeneration();
+    }
+  }
+
+  /** Follow the kernel connection object's own status (restarts, death, readiness). */
+  private _watchKernel(kernel: Kernel.IKernelConnection | null): void {
+    if (kernel === this._watched) {
+      return;
+    }
+    if (this._watched && !this._watched.isDisposed) {
+      this._watched.statusChanged.disconnect(this._onKernelStatus, this);
+      this._watched.connectionStatusChanged.disconnect(
+        this._onConnectionStatus,
+        this
+      );
+    }
+    this._watched = kernel;
+    if (kernel) {
+      this._hadKernel = true;
+      kernel.statusChanged.connect(this._onKernelStatus, this);
+      kernel.connectionStatusChanged.connect(this._onConnectionStatus, this);
+    }
   }
 
   private _onKernelChanged(
@@ -250,70 +355,119 @@ export class KernelBridge implements IDisposable {
       newValue: Kernel.IKernelConnection | null;
     }
   ): void {
-    // SessionContext.restartKernel() emits kernelChanged with the same kernel: the restart
-    // itself is handled through statusChanged.
+    // SessionContext.restartKernel() emits kernelChanged with the same kernel once the
+    // kernel connection is back: the restart was marked through the status signals.
     if (change.oldValue === change.newValue) {
-      if (this._needsReconnect || this._session.status !== 'connected') {
-        this._needsReconnect = false;
-        void this.connect();
+      if (this._awaitingKernel) {
+        this._reconnectWhenReady();
       }
       return;
     }
-    this._attempt++;
-    this._stream = null;
-    this._control = null;
-    this._session.setTransport(null);
-    if (change.oldValue && this._hadKernel) {
+    const hadKernel = this._hadKernel && !!change.oldValue;
+    this._newGeneration(false);
+    this._watchKernel(change.newValue);
+    if (hadKernel && this._session.status !== 'restarting') {
+      // A different kernel process: a new epoch, the history is kept.
       this._session.markRestart();
     }
-    this._hadKernel = this._hadKernel || !!change.newValue;
-    this._needsReconnect = false;
     if (change.newValue) {
-      void this.connect();
+      this._awaitingKernel = true;
+      this._session.setStatus('connecting', 'Waiting for the new kernel…');
+      this._reconnectWhenReady();
     } else {
+      this._awaitingKernel = false;
       this._session.setStatus('idle', 'No kernel: start one to see memory.');
     }
   }
 
-  private _onKernelStatus(_: ISessionContext, status: Kernel.Status): void {
-    this._hadKernel = this._hadKernel || !!this._context.session?.kernel;
+  private _onContextStatus(_: ISessionContext, status: Kernel.Status): void {
+    // The session context says `restarting` before it asks the kernel to restart.
     if (status === 'restarting' || status === 'autorestarting') {
-      if (!this._needsReconnect) {
-        this._needsReconnect = true;
-        this._attempt++;
-        // The kernel drops its comms; ours are disposed by the kernel connection.
-        this._stream = null;
-        this._control = null;
-        this._session.setTransport(null);
-        this._session.markRestart();
-        this._session.setStatus(
-          'restarting',
-          'The kernel is restarting; history is kept.'
-        );
-      }
+      this._onRestart();
+    }
+  }
+
+  private _onKernelStatus(
+    kernel: Kernel.IKernelConnection,
+    status: Kernel.Status
+  ): void {
+    if (kernel !== this._watched || this._isDisposed) {
+      return;
+    }
+    if (status === 'restarting' || status === 'autorestarting') {
+      this._onRestart();
     } else if (status === 'dead') {
-      this._needsReconnect = true;
-      this._session.setTransport(null);
+      this._newGeneration(false);
+      this._awaitingKernel = true;
       this._session.setStatus(
         'error',
         'The kernel died. Restart it to reconnect.'
       );
     } else if (
-      (status === 'idle' || status === 'busy') &&
-      this._needsReconnect
+      this._awaitingKernel &&
+      (status === 'idle' || status === 'busy')
     ) {
-      this._needsReconnect = false;
-      void this.connect();
+      // A status message from the (new) kernel process: its iopub reaches us.
+      this._reconnectWhenReady();
     }
+  }
+
+  private _onConnectionStatus(kernel: Kernel.IKernelConnection): void {
+    if (kernel === this._watched && this._awaitingKernel) {
+      this._reconnectWhenReady();
+    }
+  }
+
+  /** The kernel is restarting: new generation, restart marked, reconnect once it is back. */
+  private _onRestart(): void {
+    if (this._awaitingKernel && this._session.status === 'restarting') {
+      return; // already handled (the context and the kernel both say so)
+    }
+    this._newGeneration(false);
+    this._awaitingKernel = true;
+    this._session.markRestart();
+    this._session.setStatus(
+      'restarting',
+      'The kernel is restarting; history is kept.'
+    );
+  }
+
+  /**
+   * Reconnect once the kernel is usable: its websocket is connected and it has reported an
+   * execution state (`idle`/`busy`) since the restart, or the session context finished the
+   * restart (`kernelChanged`), whichever comes first. Until then, keep waiting.
+   */
+  private _reconnectWhenReady(): void {
+    const kernel = this._context.session?.kernel ?? null;
+    if (!this._awaitingKernel || this._isDisposed) {
+      return;
+    }
+    if (!kernel) {
+      this._awaitingKernel = false;
+      this._session.setStatus('idle', 'No kernel: start one to see memory.');
+      return;
+    }
+    if (
+      kernel.isDisposed ||
+      kernel.connectionStatus !== 'connected' ||
+      this._context.isRestarting ||
+      Private.isKernelGoing(kernel)
+    ) {
+      return;
+    }
+    this._awaitingKernel = false;
+    void this.connect();
   }
 
   private _context: ISessionContext;
   private _session: MemorySession;
   private _getSettings: () => Partial<ISettings> | null;
+  private _connectTimeoutMs: number;
   private _stream: Kernel.IComm | null = null;
   private _control: Kernel.IComm | null = null;
-  private _attempt = 0;
-  private _needsReconnect = false;
+  private _watched: Kernel.IKernelConnection | null = null;
+  private _generation = 0;
+  private _awaitingKernel = false;
   private _hadKernel = false;
   private _isDisposed = false;
   private _retries = 0;
@@ -321,7 +475,7 @@ export class KernelBridge implements IDisposable {
 }
 
 export namespace KernelBridge {
-  /** How long an attempt may stay `connecting` before it is retried. */
+  /** How long an attempt may stay `connecting` (kernel idle) before it is retried. */
   export const CONNECT_TIMEOUT_MS = 8000;
   /** Retries after a timeout before the status becomes `error`. */
   export const MAX_RETRIES = 3;
@@ -331,6 +485,8 @@ export namespace KernelBridge {
     session: MemorySession;
     /** The kernel-side settings to push after `hello` and on change (null: leave as is). */
     getSettings?: () => Partial<ISettings> | null;
+    /** Overrides `CONNECT_TIMEOUT_MS` (tests). */
+    connectTimeoutMs?: number;
   }
 }
 
@@ -339,6 +495,31 @@ namespace Private {
     status: string;
     ename?: string;
     evalue?: string;
+  }
+
+  /** Whether the kernel is on its way out or between processes. */
+  export function isKernelGoing(kernel: Kernel.IKernelConnection): boolean {
+    const s = kernel.status;
+    return (
+      kernel.isDisposed ||
+      s === 'restarting' ||
+      s === 'autorestarting' ||
+      s === 'dead' ||
+      s === 'terminating'
+    );
+  }
+
+  /** Whether applying `patch` would change `current` (null: unknown, so yes). */
+  export function differs(
+    patch: Partial<ISettings>,
+    current: ISettings | null
+  ): boolean {
+    if (!current) {
+      return true;
+    }
+    return (Object.keys(patch) as (keyof ISettings)[]).some(
+      k => patch[k] !== undefined && patch[k] !== current[k]
+    );
   }
 
   export async function kernelLanguage(
@@ -360,30 +541,39 @@ namespace Private {
     }
   }
 
-  export async function execute(
+  /** Run `code` silently; resolves with the shell reply (not waiting for iopub `idle`). */
+  export function execute(
     kernel: Kernel.IKernelConnection,
     code: string
   ): Promise<IExecuteResult> {
-    const future = kernel.requestExecute(
-      {
-        code,
-        silent: true,
-        store_history: false,
-        allow_stdin: false,
-        stop_on_error: false
-      },
-      true
-    );
-    const reply = await future.done;
-    const content =
-      reply.content as KernelMessage.IExecuteReplyMsg['content'] & {
-        ename?: string;
-        evalue?: string;
+    return new Promise<IExecuteResult>((resolve, reject) => {
+      const future = kernel.requestExecute(
+        {
+          code,
+          silent: true,
+          store_history: false,
+          allow_stdin: false,
+          stop_on_error: false
+        },
+        true
+      );
+      future.onReply = (reply: KernelMessage.IExecuteReplyMsg) => {
+        const content =
+          reply.content as KernelMessage.IExecuteReplyMsg['content'] & {
+            ename?: string;
+            evalue?: string;
+          };
+        resolve({
+          status: content.status,
+          ename: content.ename,
+          evalue: content.evalue
+        });
       };
-    return {
-      status: content.status,
-      ename: content.ename,
-      evalue: content.evalue
-    };
+      // Rejects when the future is disposed before its reply (restart, shutdown).
+      future.done.then(
+        () => reject(new Error('the bootstrap got no reply')),
+        (e: unknown) => reject(e instanceof Error ? e : new Error(String(e)))
+      );
+    });
   }
 }
