@@ -6,7 +6,10 @@
  *   settings (schema/plugin.json);
  * - `panel`: the right-sidebar panel (`IMemoryPanel`, to which other plugins add sections) and
  *   the commands;
- * - `footer`: the per-cell memory footers and cell metadata.
+ * - `footer`: the per-cell memory footers and cell metadata;
+ * - `timeline`: the panel's live memory timeline section (plotly, loaded on first draw), with
+ *   the sample-rate picker writing the `sampleHz` setting;
+ * - `insight`: the panel's model insight section (per-layer chart, breakdown, holders).
  *
  * Works in JupyterLab 4 and Jupyter Notebook 7 (`ILabShell` is optional).
  */
@@ -15,15 +18,17 @@ import {
   JupyterFrontEnd,
   JupyterFrontEndPlugin
 } from '@jupyterlab/application';
-import { ICommandPalette } from '@jupyterlab/apputils';
+import { ICommandPalette, IThemeManager } from '@jupyterlab/apputils';
 import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 
 import { CellFooterManager } from './footer';
 import { vramscopeIcon } from './icons';
+import { InsightView } from './insight/view';
 import { MemoryTracker, parseSettings } from './model';
 import { MemoryPanel } from './panel';
-import { IMemoryPanel, IMemoryTracker } from './tokens';
+import { TimelineView } from './timeline/view';
+import { IMemoryPanel, IMemorySession, IMemoryTracker } from './tokens';
 
 export * from './tokens';
 
@@ -156,10 +161,73 @@ const footerPlugin: JupyterFrontEndPlugin<void> = {
   }
 };
 
+/** Panel section ranks: Devices 100, Timeline 150, Cells 200, Insight 300. */
+namespace Ranks {
+  export const timeline = 150;
+  export const insight = 300;
+}
+
+const timelinePlugin: JupyterFrontEndPlugin<void> = {
+  id: 'jupyterlab-vramscope:timeline',
+  description:
+    "The panel's live memory timeline, with cells as bands and a sample-rate picker.",
+  autoStart: true,
+  requires: [IMemoryPanel, IMemoryTracker],
+  optional: [IThemeManager, ISettingRegistry],
+  activate: (
+    app: JupyterFrontEnd,
+    panel: IMemoryPanel,
+    tracker: IMemoryTracker,
+    themeManager: IThemeManager | null,
+    registry: ISettingRegistry | null
+  ) => {
+    const setSampleHz = async (
+      hz: number,
+      session: IMemorySession | null
+    ): Promise<void> => {
+      if (registry) {
+        // The tracker pushes the change to every kernel (set_settings) and the Settings
+        // Editor shows it.
+        try {
+          await registry.set(PLUGIN_ID, 'sampleHz', hz);
+          return;
+        } catch (reason) {
+          console.warn(
+            'vramscope: could not save sampleHz; setting the kernel only',
+            reason
+          );
+        }
+      }
+      await session?.request('set_settings', { sample_hz: hz });
+    };
+    const view = new TimelineView({ themeManager, setSampleHz });
+    view.sampleHzFallback = tracker.settings.sampleHz;
+    tracker.settingsChanged.connect((_, settings) => {
+      view.sampleHzFallback = settings.sampleHz;
+    });
+    panel.addSection('Timeline', view, { rank: Ranks.timeline });
+  }
+};
+
+const insightPlugin: JupyterFrontEndPlugin<void> = {
+  id: 'jupyterlab-vramscope:insight',
+  description:
+    "The panel's model insight: per-layer activations, memory breakdown and holders.",
+  autoStart: true,
+  requires: [IMemoryPanel],
+  activate: (app: JupyterFrontEnd, panel: IMemoryPanel) => {
+    panel.addSection('Model insight', new InsightView(), {
+      rank: Ranks.insight
+    });
+  }
+};
+
 const plugins: JupyterFrontEndPlugin<any>[] = [
   trackerPlugin,
   panelPlugin,
-  footerPlugin
+  footerPlugin,
+  timelinePlugin,
+  insightPlugin
 ];
 
 export default plugins;

@@ -89,8 +89,20 @@ export interface IHolder {
   fix: string;
 }
 
+/** One `torch.nn.Module` in the kernel's namespace (the insight model picker). */
+export interface IModelInfo {
+  /** Namespace name. */
+  name: string;
+  /** Class name, e.g. "Sequential". */
+  type: string;
+  /** Parameter bytes (each storage once). */
+  param_bytes: number;
+}
+
 export interface IInsight {
   model: string | null;
+  /** The namespace's models, largest first (`[]` when there is none). */
+  models: IModelInfo[];
   layers: ILayerInfo[];
   breakdown: { [id: DeviceId]: IBreakdown };
   holders: IHolder[];
@@ -143,6 +155,8 @@ export interface ISamplesMessage {
 export interface IDevicesMessage {
   type: 'devices';
   devices: IDeviceInfo[];
+  /** The bridge's current warnings; when present they replace those of `hello`. */
+  warnings?: string[];
 }
 
 export interface IInsightMessage {

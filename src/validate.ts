@@ -307,8 +307,11 @@ namespace Private {
     fix: str
   });
 
+  const modelInfo = object({ name: str, type: str, param_bytes: bytes });
+
   export const insight = object({
     model: nullable(str),
+    models: array(modelInfo),
     layers: array(layerInfo),
     breakdown: record(breakdown),
     holders: array(holder),
@@ -346,7 +349,9 @@ namespace Private {
     }),
     cell: object({ record: cellRecord, devices: array(deviceInfo) }),
     samples: object({ samples: array(sample), dropped: bytes }),
-    devices: object({ devices: array(deviceInfo) }),
+    devices: object({ devices: array(deviceInfo), warnings: array(str) }, [
+      'warnings'
+    ]),
     insight: object({ insight }),
     notice: object({ level: literal('info', 'warning'), message: str }),
     error: object({

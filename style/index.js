@@ -1,1 +1,3 @@
 import './base.css';
+import './timeline.css';
+import './insight.css';

@@ -142,9 +142,15 @@ class SamplesMessage(TypedDict):
     dropped: int
 
 
-class DevicesMessage(TypedDict):
+class _DevicesMessageRequired(TypedDict):
     type: Literal["devices"]
     devices: list[DeviceInfo]
+
+
+class DevicesMessage(_DevicesMessageRequired, total=False):
+    """``warnings``: the bridge's current warnings; the front end replaces hello's with them."""
+
+    warnings: list[str]
 
 
 class ModelInfo(TypedDict):

@@ -22,6 +22,7 @@ from .protocol import (
     CellRecord,
     DeviceInfo,
     DeviceSample,
+    DevicesMessage,
     HelloMessage,
     Insight,
     KernelInfo,
@@ -144,14 +145,18 @@ class Runtime:
         return infos
 
     def _refresh_devices(self) -> bool:
-        """Add CUDA/MPS devices the first time torch is seen imported; True when changed."""
+        """Add CUDA/MPS devices the first time torch is seen imported.
+
+        True that first time, even when no accelerator was found: the warnings changed
+        ("torch is not imported yet" no longer holds).
+        """
         if self._accelerators_checked or "torch" not in sys.modules:
             return False
         self._accelerators_checked = True
         found = accelerator_devices()
         if found:
             self.devices = [self.cpu, *found]
-        return bool(found)
+        return True
 
     # --- requests -------------------------------------------------------------------------
 
@@ -168,6 +173,14 @@ class Runtime:
             "devices": self.device_infos(),
             "settings": dict(self.settings),  # type: ignore[typeddict-item]
             "cells": self.recorder.history(),
+            "warnings": environment.warnings_for(self.devices),
+        }
+
+    def devices_message(self) -> DevicesMessage:
+        """The current devices and bridge warnings (the latter replace hello's)."""
+        return {
+            "type": "devices",
+            "devices": self.device_infos(),
             "warnings": environment.warnings_for(self.devices),
         }
 
@@ -212,7 +225,8 @@ class Runtime:
 
     def _after_cell(self, record: CellRecord, after: dict[str, DeviceSample]) -> None:
         if self._refresh_devices():
-            self.bridge.broadcast({"type": "devices", "devices": self.device_infos()})
+            # Once, when torch is first seen imported: new devices and/or new warnings.
+            self.bridge.broadcast(self.devices_message())
         if self.bridge.has_streams:
             self.bridge.broadcast(
                 {"type": "cell", "record": record, "devices": self.device_infos(after)}

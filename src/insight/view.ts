@@ -4,14 +4,15 @@
  */
 import { Panel, Widget } from '@lumino/widgets';
 
-import type { IInsight } from '../protocol';
+import { formatBytes } from '../format';
+import type { IInsight, IModelInfo } from '../protocol';
 import type { IMemorySession } from '../tokens';
 import { BreakdownView } from './breakdown';
 import { HoldersView } from './holders';
 import { LayersView } from './layers';
 
-/** Value of the model picker's "let the kernel choose" entry. */
-const AUTO = '';
+/** Value of the model picker's placeholder entry (no model known yet). */
+const NONE = '';
 
 export class InsightView extends Panel {
   constructor(options: InsightView.IOptions = {}) {
@@ -23,7 +24,8 @@ export class InsightView extends Panel {
     this._modelSelect = document.createElement('select');
     this._modelSelect.className = 'vramscope-Insight-model';
     this._modelSelect.setAttribute('aria-label', 'Model');
-    this._modelSelect.title = 'The nn.Module (namespace name) to inspect';
+    this._modelSelect.title =
+      'The nn.Module (namespace name) to inspect; the kernel keeps watching the one chosen';
     this._modelSelect.addEventListener('change', this);
     this._refreshButton = document.createElement('button');
     this._refreshButton.type = 'button';
@@ -64,31 +66,39 @@ export class InsightView extends Panel {
     }
     this._session?.insightChanged.disconnect(this._onInsight, this);
     this._session = session;
-    this._models.clear();
-    this._selected = AUTO;
+    this._pending = null;
     session?.insightChanged.connect(this._onInsight, this);
     this._render(session?.insight ?? null);
   }
 
-  /** Ask the kernel for a fresh insight of the selected model. */
-  async refresh(): Promise<void> {
+  /**
+   * Ask the kernel for a fresh insight: of `model` when given (the kernel then keeps
+   * watching it), else of the model shown now (or the kernel's choice when none is).
+   */
+  async refresh(model?: string): Promise<void> {
     const session = this._session;
     if (!session) {
       return;
     }
+    const name = model ?? this._insight?.model ?? NONE;
+    this._pending = model ?? null;
     this._refreshButton.disabled = true;
     this._error = '';
     try {
-      const params = this._selected === AUTO ? {} : { model: this._selected };
+      const params = name === NONE ? {} : { model: name };
       const { insight } = await session.request('get_insight', params);
       if (session === this._session) {
+        this._pending = null;
         this._render(insight);
       }
     } catch (err) {
-      this._error = `Refresh failed: ${(err as Error)?.message ?? String(err)}`;
-      this._render(this._insight);
+      if (session === this._session) {
+        this._pending = null;
+        this._error = `Refresh failed: ${(err as Error)?.message ?? String(err)}`;
+        this._render(this._insight);
+      }
     } finally {
-      this._refreshButton.disabled = false;
+      this._refreshButton.disabled = !this._session;
     }
   }
 
@@ -96,8 +106,10 @@ export class InsightView extends Panel {
     if (event.currentTarget === this._refreshButton) {
       void this.refresh();
     } else if (event.currentTarget === this._modelSelect) {
-      this._selected = this._modelSelect.value;
-      void this.refresh();
+      const name = this._modelSelect.value;
+      if (name !== NONE) {
+        void this.refresh(name);
+      }
     }
   }
 
@@ -115,9 +127,6 @@ export class InsightView extends Panel {
 
   private _render(insight: IInsight | null): void {
     this._insight = insight;
-    if (insight?.model) {
-      this._models.add(insight.model);
-    }
     this._renderPicker(insight);
     const message: string[] = [];
     if (this._error) {
@@ -144,29 +153,37 @@ export class InsightView extends Panel {
     this.holders.holders = insight?.holders ?? [];
   }
 
+  /** One option per model the kernel listed (name · type · size), the shown one selected. */
   private _renderPicker(insight: IInsight | null): void {
     const select = this._modelSelect;
+    const models: IModelInfo[] = [...(insight?.models ?? [])];
+    const current = this._pending ?? insight?.model ?? null;
+    if (current && !models.some(m => m.name === current)) {
+      // Watched but not (yet) in the namespace, or an older bridge without `models`.
+      models.push({ name: current, type: '', param_bytes: -1 });
+    }
     select.textContent = '';
-    const auto = document.createElement('option');
-    auto.value = AUTO;
-    auto.textContent = insight?.model
-      ? `auto (${insight.model})`
-      : 'auto (largest model)';
-    select.appendChild(auto);
-    for (const name of [...this._models].sort()) {
+    if (!models.length) {
+      const none = document.createElement('option');
+      none.value = NONE;
+      none.textContent = this._session ? 'no nn.Module found' : 'no model';
+      select.appendChild(none);
+    }
+    for (const m of models) {
       const opt = document.createElement('option');
-      opt.value = name;
-      opt.textContent = name;
+      opt.value = m.name;
+      opt.textContent = Private.modelLabel(m);
+      opt.title = opt.textContent;
       select.appendChild(opt);
     }
-    select.value = this._selected;
-    select.disabled = !this._session;
+    select.value = current ?? NONE;
+    select.disabled = !this._session || !models.length;
   }
 
   private _session: IMemorySession | null = null;
   private _insight: IInsight | null = null;
-  private _models = new Set<string>();
-  private _selected = AUTO;
+  /** The model just picked, shown selected until the kernel answers. */
+  private _pending: string | null = null;
   private _error = '';
   private _modelSelect: HTMLSelectElement;
   private _refreshButton: HTMLButtonElement;
@@ -178,5 +195,16 @@ export namespace InsightView {
   export interface IOptions {
     /** Layers shown in the per-layer chart (default 15). */
     topN?: number;
+  }
+}
+
+namespace Private {
+  export function modelLabel(m: IModelInfo): string {
+    if (m.param_bytes < 0) {
+      return `${m.name} (not found)`;
+    }
+    return [m.name, m.type, formatBytes(m.param_bytes)]
+      .filter(Boolean)
+      .join(' · ');
   }
 }

@@ -144,7 +144,7 @@ export class CellTableView extends SessionView {
   private _toolbar(session: IMemorySession | null): HTMLElement {
     const bar = h('div', 'vramscope-CellTable-toolbar');
     const label = h('label', 'vramscope-CellTable-deviceLabel', 'Device ');
-    const select = h('select', 'vramscope-CellTable-device jp-mod-styled');
+    const select = h('select', 'vramscope-CellTable-device');
     const ids = new Set<string>(session?.devices.map(d => d.id) ?? []);
     for (const c of session?.cells ?? []) {
       Object.keys(c.record.devices).forEach(id => ids.add(id));

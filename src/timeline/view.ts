@@ -29,6 +29,9 @@ export const WINDOW_CHOICES: ReadonlyArray<{ label: string; seconds: number }> =
     { label: 'all', seconds: Infinity }
   ];
 
+/** Sample-rate choices of the toolbar's rate picker (Hz; 0 = off). */
+export const SAMPLE_RATE_CHOICES: ReadonlyArray<number> = [0, 1, 2, 5, 10, 20];
+
 export class TimelineView extends Widget {
   constructor(options: TimelineView.IOptions = {}) {
     super();
@@ -69,10 +72,20 @@ export class TimelineView extends Widget {
     this._status = document.createElement('span');
     this._status.className = 'vramscope-Timeline-status';
 
+    this._setSampleHz = options.setSampleHz ?? null;
+    this._rateSelect = document.createElement('select');
+    this._rateSelect.className = 'vramscope-Timeline-rate';
+    this._rateSelect.title =
+      'Sample rate of the live timeline (the "sampleHz" setting)';
+    this._rateSelect.setAttribute('aria-label', 'Sample rate');
+    this._rateSelect.hidden = !this._setSampleHz;
+    this._rateSelect.addEventListener('change', this);
+
     bar.append(
       this._deviceSelect,
       this._windowSelect,
       this._followButton,
+      this._rateSelect,
       this._status
     );
 
@@ -183,6 +196,19 @@ export class TimelineView extends Widget {
       this.follow = !this._follow;
     } else if (event.currentTarget === this._deviceSelect) {
       this.deviceId = this._deviceSelect.value || null;
+    } else if (event.currentTarget === this._rateSelect) {
+      const hz = Number(this._rateSelect.value);
+      if (this._setSampleHz && Number.isFinite(hz)) {
+        this._pendingHz = hz;
+        void Promise.resolve(this._setSampleHz(hz, this._session))
+          .catch(reason =>
+            console.error('vramscope: could not set the sample rate', reason)
+          )
+          .finally(() => {
+            this._pendingHz = null;
+            this._syncControls();
+          });
+      }
     } else if (event.currentTarget === this._windowSelect) {
       this._windowSeconds = Number(this._windowSelect.value);
       this._follow = true;
@@ -286,12 +312,46 @@ export class TimelineView extends Widget {
       this._deviceSelect.value = cur.id;
     }
     this._windowSelect.value = String(this._windowSeconds);
+    this._syncRate();
     this._followButton.setAttribute('aria-pressed', String(this._follow));
     this._followButton.classList.toggle('vramscope-mod-active', this._follow);
     const n = this._series.sampleCount;
     this._status.textContent = n
       ? `${n.toLocaleString('en-US')} sample${n === 1 ? '' : 's'}`
       : '';
+  }
+
+  /** The rate picker shows the kernel's applied rate (or the one being set). */
+  private _syncRate(): void {
+    if (!this._setSampleHz) {
+      return;
+    }
+    const hz =
+      this._pendingHz ??
+      this._session?.settings?.sample_hz ??
+      this._sampleHzFallback;
+    const choices = SAMPLE_RATE_CHOICES.includes(hz)
+      ? SAMPLE_RATE_CHOICES
+      : [...SAMPLE_RATE_CHOICES, hz].sort((a, b) => a - b);
+    const key = choices.join(',');
+    if (key !== this._rateChoices) {
+      this._rateChoices = key;
+      this._rateSelect.textContent = '';
+      for (const c of choices) {
+        const opt = document.createElement('option');
+        opt.value = String(c);
+        opt.textContent = c === 0 ? 'off' : `${c} Hz`;
+        this._rateSelect.appendChild(opt);
+      }
+    }
+    this._rateSelect.value = String(hz);
+    this._rateSelect.disabled = !this._session;
+  }
+
+  /** The rate shown when no kernel has reported its settings (e.g. the front-end setting). */
+  set sampleHzFallback(hz: number) {
+    this._sampleHzFallback = hz;
+    this._syncControls();
   }
 
   private _updateEmpty(): void {
@@ -621,6 +681,11 @@ export class TimelineView extends Widget {
   private _deviceSelect: HTMLSelectElement;
   private _windowSelect: HTMLSelectElement;
   private _followButton: HTMLButtonElement;
+  private _rateSelect: HTMLSelectElement;
+  private _rateChoices = '';
+  private _pendingHz: number | null = null;
+  private _sampleHzFallback = 10;
+  private _setSampleHz: TimelineView.IOptions['setSampleHz'] | null;
   private _cellClicked = new Signal<this, string>(this);
 }
 
@@ -632,6 +697,14 @@ export namespace TimelineView {
     windowSeconds?: number;
     /** Redraw throttle (default 10 per second). */
     maxRedrawsPerSecond?: number;
+    /**
+     * Change the sample rate (Hz, 0 = off) when the toolbar's rate picker is used; without
+     * it the picker is hidden.
+     */
+    setSampleHz?: (
+      hz: number,
+      session: IMemorySession | null
+    ) => void | Promise<void>;
   }
 }
 

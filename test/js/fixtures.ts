@@ -3,6 +3,7 @@ import {
   ICellRecord,
   IDeviceInfo,
   IHelloMessage,
+  IInsight,
   ISettings,
   PROTOCOL_VERSION
 } from '../../src/protocol';
@@ -52,6 +53,19 @@ export function record(overrides: Partial<ICellRecord> = {}): ICellRecord {
         peak_delta_bytes: 128 * MIB
       }
     },
+    ...overrides
+  };
+}
+
+export function insight(overrides: Partial<IInsight> = {}): IInsight {
+  return {
+    model: null,
+    models: [],
+    layers: [],
+    breakdown: {},
+    holders: [],
+    scan_ms: 0,
+    skipped: null,
     ...overrides
   };
 }

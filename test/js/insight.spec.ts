@@ -57,6 +57,10 @@ const CPU: IBreakdown = {
 
 const INSIGHT: IInsight = {
   model: 'model',
+  models: [
+    { name: 'model', type: 'Sequential', param_bytes: 12 * MiB },
+    { name: 'head', type: 'Linear', param_bytes: 1024 }
+  ],
   layers: LAYERS,
   breakdown: { cpu: CPU, 'cuda:0': CUDA },
   holders: [
@@ -308,36 +312,55 @@ describe('InsightView', () => {
     const select = view.node.querySelector(
       '.vramscope-Insight-model'
     ) as HTMLSelectElement;
-    expect(Array.from(select.options).map(o => o.value)).toEqual(['', 'model']);
+    expect(Array.from(select.options).map(o => o.value)).toEqual([
+      'model',
+      'head'
+    ]);
+    expect(Array.from(select.options).map(o => o.textContent)).toEqual([
+      'model · Sequential · 12.0 MiB',
+      'head · Linear · 1.0 KiB'
+    ]);
+    expect(select.value).toBe('model');
+    expect(select.disabled).toBe(false);
 
-    session.nextInsight = {
-      ...INSIGHT,
-      model: 'net',
-      layers: [layer('fc', 3 * MiB)]
-    };
+    // Refresh asks for the model shown.
+    session.nextInsight = { ...INSIGHT, layers: [layer('fc', 3 * MiB)] };
     (
       view.node.querySelector('.vramscope-Insight-refresh') as HTMLButtonElement
     ).click();
     await new Promise(r => setTimeout(r, 0));
-    expect(session.requests).toEqual([{ method: 'get_insight', params: {} }]);
+    expect(session.requests).toEqual([
+      { method: 'get_insight', params: { model: 'model' } }
+    ]);
     expect(
       Array.from(
         view.node.querySelectorAll<HTMLElement>('.vramscope-Layers-bar')
       ).map(r => r.dataset.path)
     ).toEqual(['fc']);
-    expect(Array.from(select.options).map(o => o.value)).toEqual([
-      '',
-      'model',
-      'net'
-    ]);
 
-    select.value = 'model';
+    // Picking a model asks the kernel for it (which then watches it).
+    session.nextInsight = { ...INSIGHT, model: 'head', layers: [] };
+    select.value = 'head';
     select.dispatchEvent(new Event('change'));
+    expect(select.value).toBe('head');
     await new Promise(r => setTimeout(r, 0));
     expect(session.requests[1]).toEqual({
       method: 'get_insight',
-      params: { model: 'model' }
+      params: { model: 'head' }
     });
+    expect(select.value).toBe('head');
+
+    // A watched name not in the namespace stays listed and selected.
+    session.setInsight({ ...INSIGHT, model: 'later', models: [] });
+    expect(Array.from(select.options).map(o => o.textContent)).toEqual([
+      'later (not found)'
+    ]);
+    expect(select.value).toBe('later');
+
+    // No model at all: a disabled placeholder.
+    session.setInsight({ ...INSIGHT, model: null, models: [] });
+    expect(select.disabled).toBe(true);
+    expect(select.options[0].textContent).toBe('no nn.Module found');
 
     view.setSession(null);
     session.setInsight(INSIGHT); // disconnected: no change

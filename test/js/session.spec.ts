@@ -1,7 +1,7 @@
 import { IRequestMessage } from '../../src/protocol';
 import { MemorySession, RequestError } from '../../src/model/session';
 import { ConnectionStatus } from '../../src/tokens';
-import { device, hello, record } from './fixtures';
+import { device, hello, insight as makeInsight, record } from './fixtures';
 
 function connected(sent: IRequestMessage[] = []): MemorySession {
   const s = new MemorySession({
@@ -75,14 +75,7 @@ describe('MemorySession: messages', () => {
 
   it('insight and notice messages', () => {
     const s = connected();
-    const insight = {
-      model: null,
-      layers: [],
-      breakdown: {},
-      holders: [],
-      scan_ms: 0,
-      skipped: 'over budget'
-    };
+    const insight = makeInsight({ skipped: 'over budget' });
     s.handleMessage({ type: 'insight', insight });
     expect(s.insight).toEqual(insight);
     s.handleMessage({

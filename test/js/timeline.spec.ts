@@ -358,3 +358,62 @@ describe('TimelineView', () => {
     session.addSamples(sawtooth(1, { t0: 1_700_000_010 })); // no throw after dispose
   });
 });
+
+describe('TimelineView sample-rate picker', () => {
+  it('is hidden without a setter', () => {
+    const view = new TimelineView();
+    const rate = view.node.querySelector(
+      '.vramscope-Timeline-rate'
+    ) as HTMLSelectElement;
+    expect(rate.hidden).toBe(true);
+    view.dispose();
+  });
+
+  it("shows the kernel's rate and calls the setter on change", async () => {
+    const calls: number[] = [];
+    const view = new TimelineView({
+      setSampleHz: hz => {
+        calls.push(hz);
+      }
+    });
+    Widget.attach(view, document.body);
+    const rate = view.node.querySelector(
+      '.vramscope-Timeline-rate'
+    ) as HTMLSelectElement;
+    expect(rate.hidden).toBe(false);
+    expect(rate.disabled).toBe(true); // no session
+    expect(Array.from(rate.options).map(o => o.textContent)).toEqual([
+      'off',
+      '1 Hz',
+      '2 Hz',
+      '5 Hz',
+      '10 Hz',
+      '20 Hz'
+    ]);
+    expect(rate.value).toBe('10');
+
+    const session = new FakeSession();
+    session.settings = {
+      sample_hz: 2.5,
+      cuda_peak_policy: 'reset',
+      insight: true,
+      insight_budget_ms: 20,
+      history_limit: 36000
+    };
+    view.setSession(session);
+    expect(rate.disabled).toBe(false);
+    expect(rate.value).toBe('2.5'); // a rate off the list is added
+    expect(Array.from(rate.options).map(o => o.value)).toContain('2.5');
+
+    rate.value = '0';
+    rate.dispatchEvent(new Event('change'));
+    expect(calls).toEqual([0]);
+    expect(rate.value).toBe('0');
+    await new Promise(r => setTimeout(r, 0));
+    session.settings = { ...session.settings, sample_hz: 0 };
+    session.changed.emit();
+    expect(rate.value).toBe('0');
+    view.dispose();
+    session.dispose();
+  });
+});

@@ -1,5 +1,12 @@
 import { validateKernelMessage, validateCellRecord } from '../../src/validate';
-import { device, hello, MIB, record, settings } from './fixtures';
+import {
+  device,
+  hello,
+  insight as makeInsight,
+  MIB,
+  record,
+  settings
+} from './fixtures';
 
 function expectError(raw: unknown, fragment: string): void {
   const result = validateKernelMessage(raw);
@@ -46,6 +53,7 @@ describe('validateKernelMessage: accepts protocol v1 messages', () => {
       type: 'insight',
       insight: {
         model: 'model',
+        models: [{ name: 'model', type: 'Sequential', param_bytes: 4096 }],
         layers: [
           {
             path: 'encoder.0',
@@ -111,6 +119,18 @@ describe('validateKernelMessage: accepts protocol v1 messages', () => {
     expect(typeof validateKernelMessage(msg)).toBe('object');
   });
 
+  it('accepts a devices message with the current warnings', () => {
+    const msg = { type: 'devices', devices: [device()], warnings: ['w'] };
+    expect(validateKernelMessage(msg)).toEqual(msg);
+    expect(
+      typeof validateKernelMessage({
+        type: 'devices',
+        devices: [],
+        warnings: []
+      })
+    ).toBe('object');
+  });
+
   it('accepts a negative delta (memory freed)', () => {
     const r = record();
     r.devices.cpu = {
@@ -149,6 +169,51 @@ describe('validateKernelMessage: rejects malformed messages', () => {
     expectError(
       { ...hello(), cells: [{ ...record(), ok: 'yes' }] },
       'hello.cells[0].ok'
+    );
+  });
+
+  it('rejects bad devices warnings and insight models', () => {
+    expectError(
+      { type: 'devices', devices: [], warnings: 'w' },
+      'devices.warnings: expected an array'
+    );
+    expectError(
+      { type: 'devices', devices: [], warnings: [1] },
+      'devices.warnings[0]'
+    );
+    const insight = makeInsight();
+    const noModels: Partial<typeof insight> = { ...insight };
+    delete noModels.models;
+    expectError(
+      { type: 'insight', insight: noModels },
+      'insight.insight.models: missing'
+    );
+    expectError(
+      {
+        type: 'insight',
+        insight: { ...insight, models: [{ name: 'm', type: 'T' }] }
+      },
+      'insight.insight.models[0].param_bytes: missing'
+    );
+    expectError(
+      {
+        type: 'insight',
+        insight: {
+          ...insight,
+          models: [{ name: 'm', type: 'T', param_bytes: -1 }]
+        }
+      },
+      'models[0].param_bytes'
+    );
+    expectError(
+      {
+        type: 'insight',
+        insight: {
+          ...insight,
+          models: [{ name: 3, type: 'T', param_bytes: 0 }]
+        }
+      },
+      'models[0].name'
     );
   });
 

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+import sys
+from typing import Any, Callable, cast
 
+import pytest
+
+from vramscope.protocol import CellRecord
 from vramscope.runtime import Runtime
 
 
@@ -138,6 +142,32 @@ def test_get_insight_model_sticks() -> None:
     assert out["result"]["insight"]["model"] == "small"
     engine = rt.insight.engine()
     assert engine.watched == "small" and engine.after_cell(20)["model"] == "small"
+    rt.shutdown()
+
+
+def test_devices_message_once_torch_is_imported(monkeypatch: pytest.MonkeyPatch) -> None:
+    torch = pytest.importorskip("torch")
+    monkeypatch.delitem(sys.modules, "torch")
+    rt = Runtime()
+    rt.update_settings({"insight": False})
+    stream = _open(rt, "stream")
+    (hello,) = stream.sent
+    assert any("torch is not imported yet" in w for w in hello["warnings"])
+    record = cast(CellRecord, {"cell_id": "c1"})
+    rt._after_cell(record, {})  # torch still not imported: no devices message
+    assert [m["type"] for m in stream.sent[1:]] == ["cell"]
+
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    del stream.sent[:]
+    rt._after_cell(record, {})
+    devices, _cell = stream.sent
+    assert devices["type"] == "devices" and devices["devices"][0]["id"] == "cpu"
+    assert isinstance(devices["warnings"], list)
+    assert not any("not imported yet" in w for w in devices["warnings"])
+    assert devices["warnings"] == rt.hello()["warnings"]
+    del stream.sent[:]
+    rt._after_cell(record, {})  # only once, even though the device list is unchanged
+    assert [m["type"] for m in stream.sent] == ["cell"]
     rt.shutdown()
 
 
