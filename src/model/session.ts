@@ -205,6 +205,25 @@ export class MemorySession implements IMemorySession {
     this._changed.emit();
   }
 
+  /**
+   * Replace the bridge's own warnings (from `hello`, updated by `devices`): the previous
+   * ones are dropped, front-end warnings (e.g. invalid messages) are kept.
+   */
+  private _setBridgeWarnings(warnings: ReadonlyArray<string>, emit = true): void {
+    const previous = new Set(this._bridgeWarnings);
+    this._warnings = this._warnings.filter(w => !previous.has(w));
+    this._bridgeWarnings = [...warnings];
+    for (const w of warnings) {
+      this.addWarning(w);
+    }
+    if (this._status === 'connected') {
+      this.setStatus('connected', warnings.join(' '));
+    }
+    if (emit) {
+      this._changed.emit();
+    }
+  }
+
   clearWarnings(): void {
     if (this._warnings.length) {
       this._warnings = [];
@@ -306,6 +325,9 @@ export class MemorySession implements IMemorySession {
         break;
       case 'devices':
         this._setDevices(msg.devices);
+        if (msg.warnings) {
+          this._setBridgeWarnings(msg.warnings);
+        }
         break;
       case 'insight':
         this._insight = msg.insight;
@@ -376,9 +398,7 @@ export class MemorySession implements IMemorySession {
     this._bridgeVersion = msg.bridge_version;
     this._kernel = msg.kernel;
     this._settings = msg.settings;
-    for (const w of msg.warnings) {
-      this.addWarning(w);
-    }
+    this._setBridgeWarnings(msg.warnings, false);
     this._setDevices(msg.devices);
     let added = 0;
     for (const record of msg.cells) {
@@ -454,6 +474,7 @@ export class MemorySession implements IMemorySession {
   private _status: ConnectionStatus = 'idle';
   private _statusMessage = '';
   private _warnings: string[] = [];
+  private _bridgeWarnings: string[] = [];
   private _kernel: IKernelInfo | null = null;
   private _devices: IDeviceInfo[] = [];
   private _cells: ICellEntry[] = [];

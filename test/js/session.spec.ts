@@ -33,6 +33,20 @@ describe('MemorySession: messages', () => {
     expect(s.warnings).toContain('torch is not installed in this kernel');
   });
 
+  it('a devices message with warnings replaces the stale hello warnings only', () => {
+    const s = new MemorySession({ path: 'nb.ipynb' });
+    const stale = 'torch is not imported yet: CUDA/MPS devices appear once it is';
+    s.handleMessage(hello({ warnings: [stale] }));
+    s.addWarning('front-end warning');
+    expect(s.statusMessage).toBe(stale);
+    s.handleMessage({ type: 'devices', devices: [device()], warnings: [] });
+    expect(s.warnings).toEqual(['front-end warning']);
+    expect(s.statusMessage).toBe('');
+    expect(s.status).toBe('connected');
+    s.handleMessage({ type: 'devices', devices: [device()] });
+    expect(s.warnings).toEqual(['front-end warning']);
+  });
+
   it('a protocol major mismatch names both versions and does not connect', () => {
     const s = new MemorySession({ path: 'nb.ipynb' });
     s.handleMessage(hello({ protocol_version: '2.0.0' }));
