@@ -209,7 +209,10 @@ export class MemorySession implements IMemorySession {
    * Replace the bridge's own warnings (from `hello`, updated by `devices`): the previous
    * ones are dropped, front-end warnings (e.g. invalid messages) are kept.
    */
-  private _setBridgeWarnings(warnings: ReadonlyArray<string>, emit = true): void {
+  private _setBridgeWarnings(
+    warnings: ReadonlyArray<string>,
+    emit = true
+  ): void {
     const previous = new Set(this._bridgeWarnings);
     this._warnings = this._warnings.filter(w => !previous.has(w));
     this._bridgeWarnings = [...warnings];

@@ -35,7 +35,8 @@ describe('MemorySession: messages', () => {
 
   it('a devices message with warnings replaces the stale hello warnings only', () => {
     const s = new MemorySession({ path: 'nb.ipynb' });
-    const stale = 'torch is not imported yet: CUDA/MPS devices appear once it is';
+    const stale =
+      'torch is not imported yet: CUDA/MPS devices appear once it is';
     s.handleMessage(hello({ warnings: [stale] }));
     s.addWarning('front-end warning');
     expect(s.statusMessage).toBe(stale);
