@@ -38,5 +38,8 @@ module.exports = {
     '^.+\\.jsx?$': ['ts-jest', { tsconfig: 'tsconfig.test.json' }]
   },
   transformIgnorePatterns: [`/node_modules/(?!(${esModules}))`],
-  modulePathIgnorePatterns: ['<rootDir>/python_bridge/vramscope/labextension', '<rootDir>/lib']
+  modulePathIgnorePatterns: [
+    '<rootDir>/python_bridge/vramscope/labextension',
+    '<rootDir>/lib'
+  ]
 };
