@@ -48,6 +48,7 @@ LABEXT=$ROOT/python_bridge/vramscope/labextension
 NPM_NAME=jupyterlab-vramscope
 REQUIREMENTS=(
   "jupyterlab==4.6.4"
+  "notebook>=7.4,<8" # Jupyter Notebook 7 (7.6.x pairs with jupyterlab 4.6): UI tests
   ipykernel
   ipywidgets
   "$TORCH_SPEC"

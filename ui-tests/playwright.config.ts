@@ -1,8 +1,10 @@
 /**
  * Playwright/galata configuration for the vramscope UI tests.
  *
- * Starts a real JupyterLab from the repository's .venv on a free localhost port (temporary
- * root dir, no token) and drives Debian's system chromium (never `playwright install`).
+ * Starts a real JupyterLab and a Jupyter Notebook 7 server from the repository's .venv, each
+ * on a free localhost port (temporary root dirs, no token), and drives Debian's system
+ * chromium (never `playwright install`). tests/notebook7.spec.ts uses plain playwright pages
+ * against the Notebook 7 server (`VRAMSCOPE_NB_URL`); every other spec uses galata.
  * Run from the repository root: `npx playwright test -c ui-tests/playwright.config.ts`
  * (scripts/test.sh does this after scripts/setup.sh --with-browser).
  */
@@ -19,15 +21,24 @@ const PYTHON = fs.existsSync(path.join(VENV_BIN, 'python'))
   ? path.join(VENV_BIN, 'python')
   : 'python3';
 
-// The config is evaluated in the runner and again in each worker: pick the port once and
-// hand it down through the environment.
-if (!process.env.VRAMSCOPE_UI_PORT) {
-  process.env.VRAMSCOPE_UI_PORT = execFileSync(PYTHON, [
+// The config is evaluated in the runner and again in each worker: pick the ports once and
+// hand them down through the environment.
+const freePort = (): string =>
+  execFileSync(PYTHON, [
     '-c',
     "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])"
   ])
     .toString()
     .trim();
+if (!process.env.VRAMSCOPE_UI_PORT) {
+  process.env.VRAMSCOPE_UI_PORT = freePort();
+}
+if (!process.env.VRAMSCOPE_NB_PORT) {
+  let port = freePort();
+  while (port === process.env.VRAMSCOPE_UI_PORT) {
+    port = freePort();
+  }
+  process.env.VRAMSCOPE_NB_PORT = port;
 }
 if (!process.env.VRAMSCOPE_UI_CONFIG_DIR) {
   process.env.VRAMSCOPE_UI_CONFIG_DIR = fs.mkdtempSync(
@@ -36,6 +47,12 @@ if (!process.env.VRAMSCOPE_UI_CONFIG_DIR) {
 }
 const PORT = process.env.VRAMSCOPE_UI_PORT;
 const BASE_URL = `http://127.0.0.1:${PORT}`;
+process.env.VRAMSCOPE_NB_URL = `http://127.0.0.1:${process.env.VRAMSCOPE_NB_PORT}`;
+const SERVER_ENV = {
+  PATH: `${VENV_BIN}${path.delimiter}${process.env.PATH ?? ''}`,
+  VIRTUAL_ENV: path.join(ROOT, '.venv'),
+  JUPYTER_CONFIG_DIR: process.env.VRAMSCOPE_UI_CONFIG_DIR as string
+};
 
 export default defineConfig({
   ...baseConfig,
@@ -68,22 +85,35 @@ export default defineConfig({
       ]
     }
   },
-  webServer: {
-    command: [
-      `"${path.join(VENV_BIN, 'jupyter')}" lab`,
-      `--config "${path.join(__dirname, 'jupyter_server_test_config.py')}"`,
-      `--port ${PORT} --no-browser`
-    ].join(' '),
-    cwd: ROOT,
-    url: `${BASE_URL}/lab`,
-    timeout: 120_000,
-    reuseExistingServer: false,
-    stdout: 'ignore',
-    stderr: 'pipe',
-    env: {
-      PATH: `${VENV_BIN}${path.delimiter}${process.env.PATH ?? ''}`,
-      VIRTUAL_ENV: path.join(ROOT, '.venv'),
-      JUPYTER_CONFIG_DIR: process.env.VRAMSCOPE_UI_CONFIG_DIR as string
+  webServer: [
+    {
+      command: [
+        `"${path.join(VENV_BIN, 'jupyter')}" lab`,
+        `--config "${path.join(__dirname, 'jupyter_server_test_config.py')}"`,
+        `--port ${PORT} --no-browser`
+      ].join(' '),
+      cwd: ROOT,
+      url: `${BASE_URL}/lab`,
+      timeout: 120_000,
+      reuseExistingServer: false,
+      stdout: 'ignore',
+      stderr: 'pipe',
+      env: SERVER_ENV
+    },
+    {
+      // Jupyter Notebook 7 with the same installed extension (tests/notebook7.spec.ts).
+      command: [
+        `"${path.join(VENV_BIN, 'jupyter')}" notebook`,
+        `--config "${path.join(__dirname, 'jupyter_notebook_test_config.py')}"`,
+        `--port ${process.env.VRAMSCOPE_NB_PORT} --no-browser`
+      ].join(' '),
+      cwd: ROOT,
+      url: `${process.env.VRAMSCOPE_NB_URL}/tree`,
+      timeout: 120_000,
+      reuseExistingServer: false,
+      stdout: 'ignore',
+      stderr: 'pipe',
+      env: SERVER_ENV
     }
-  }
+  ]
 });

@@ -1,56 +1,9 @@
-import { expect, IJupyterLabPageFixture, test } from '@jupyterlab/galata';
-import * as fs from 'fs';
-import * as path from 'path';
+import { expect, test } from '@jupyterlab/galata';
 
-import { panelBuilt, ROOT } from './utils';
+import { newNotebookWithPanel, plotTraces, rows, runCode } from './lab';
+import { panelBuilt, screenshotPath } from './utils';
 
-const SCREENSHOT = path.join(ROOT, 'docs', 'images', 'panel.png');
-
-async function openPanel(page: IJupyterLabPageFixture): Promise<void> {
-  await page.evaluate(() =>
-    (window as any).jupyterapp.shell.activateById('vramscope-panel')
-  );
-  await expect(page.locator('#vramscope-panel')).toBeVisible();
-}
-
-async function runCode(
-  page: IJupyterLabPageFixture,
-  index: number,
-  source: string
-) {
-  if (index === 0) {
-    await page.notebook.setCell(0, 'code', 'pass');
-  } else {
-    await page.notebook.addCell('code', 'pass');
-  }
-  // Set the source through the model: typing it would add the editor's auto-indent.
-  await page.evaluate(
-    ({ index, source }) => {
-      const notebook = (window as any).jupyterapp.shell.currentWidget.content;
-      notebook.widgets[index].model.sharedModel.setSource(source);
-    },
-    { index, source }
-  );
-  await page.notebook.runCell(index, { inplace: true });
-}
-
-async function newNotebookWithPanel(
-  page: IJupyterLabPageFixture,
-  name: string
-) {
-  await page.notebook.createNew(name);
-  await page.sidebar.close('left');
-  await openPanel(page);
-  await page.sidebar.setWidth(460, 'right');
-  const status = page.locator('#vramscope-panel .vramscope-Status');
-  await expect(status).toHaveAttribute('data-status', 'connected', {
-    timeout: 60_000
-  });
-  return status;
-}
-
-const rows = (page: IJupyterLabPageFixture) =>
-  page.locator('#vramscope-panel .vramscope-CellTable-row');
+const SCREENSHOT = screenshotPath('panel.png');
 
 test.describe('per-cell memory (issue 2)', () => {
   // galata mocks the kernels/sessions REST routes and answers every POST with 201, which
@@ -158,8 +111,15 @@ test.describe('per-cell memory (issue 2)', () => {
     );
     await runCode(page, 3, 'del x');
     await expect(rows(page)).toHaveCount(4);
-    await page.waitForTimeout(1500); // let the live views settle
-    fs.mkdirSync(path.dirname(SCREENSHOT), { recursive: true });
+    // The live views have caught up: four cell bands drawn and the model picked.
+    await expect
+      .poll(
+        async () => (await plotTraces(page)).find(t => t.type === 'bar')?.text
+      )
+      .toEqual(['[1]', '[2]', '[3]', '[4]']);
+    await expect(
+      page.locator('#vramscope-panel .vramscope-Insight-model')
+    ).toContainText('model · Sequential');
     await page.screenshot({ path: SCREENSHOT });
   });
 });

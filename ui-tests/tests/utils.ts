@@ -22,3 +22,10 @@ export function panelBuilt(): boolean {
       fs.readFileSync(path.join(dir, f), 'utf8').includes('vramscope-panel')
     );
 }
+
+/** docs/images/<name>: the README's screenshots, rewritten by the UI tests. */
+export function screenshotPath(name: string): string {
+  const file = path.join(ROOT, 'docs', 'images', name);
+  fs.mkdirSync(path.dirname(file), { recursive: true });
+  return file;
+}

@@ -1,0 +1,122 @@
+/**
+ * JupyterLab (galata) helpers shared by the specs: a new notebook with the vramscope panel
+ * open, cells whose source is set through the model, and panel locators.
+ */
+import { expect, IJupyterLabPageFixture } from '@jupyterlab/galata';
+import type { Locator } from '@playwright/test';
+
+export async function openPanel(page: IJupyterLabPageFixture): Promise<void> {
+  await page.evaluate(() =>
+    (window as any).jupyterapp.shell.activateById('vramscope-panel')
+  );
+  await expect(page.locator('#vramscope-panel')).toBeVisible();
+}
+
+/** Put `source` into cell `index` (a new cell at the end when index > 0). */
+export async function setCode(
+  page: IJupyterLabPageFixture,
+  index: number,
+  source: string
+): Promise<void> {
+  if (index === 0) {
+    await page.notebook.setCell(0, 'code', 'pass');
+  } else {
+    await page.notebook.addCell('code', 'pass');
+  }
+  // Set the source through the model: typing it would add the editor's auto-indent.
+  await page.evaluate(
+    ({ index, source }) => {
+      const notebook = (window as any).jupyterapp.shell.currentWidget.content;
+      notebook.widgets[index].model.sharedModel.setSource(source);
+    },
+    { index, source }
+  );
+}
+
+/** Run `source` in cell `index` and wait until it has finished. */
+export async function runCode(
+  page: IJupyterLabPageFixture,
+  index: number,
+  source: string
+): Promise<void> {
+  await setCode(page, index, source);
+  await page.notebook.runCell(index, { inplace: true });
+}
+
+/**
+ * Start `source` in cell `index` without waiting for the end; resolves once the cell shows
+ * `[*]` (queued or running). Await `waitForCell` for its end.
+ */
+export async function startCode(
+  page: IJupyterLabPageFixture,
+  index: number,
+  source: string
+): Promise<Locator> {
+  await setCode(page, index, source);
+  await page.notebook.runCell(index, { inplace: true, wait: false });
+  const prompt = (await page.notebook.getCellLocator(index))!.locator(
+    '.jp-InputArea-prompt'
+  );
+  await expect(prompt).toHaveText('[*]:', { timeout: 30_000 });
+  return prompt;
+}
+
+/** Wait until cell `index` has run (its prompt shows an execution count). */
+export async function waitForCell(
+  page: IJupyterLabPageFixture,
+  index: number,
+  timeout = 120_000
+): Promise<void> {
+  const prompt = (await page.notebook.getCellLocator(index))!.locator(
+    '.jp-InputArea-prompt'
+  );
+  await expect(prompt).toHaveText(/^\[\d+\]:$/, { timeout });
+}
+
+/** The text output of cell `index` (stdout or the execute result), trimmed. */
+export async function cellOutput(
+  page: IJupyterLabPageFixture,
+  index: number
+): Promise<string> {
+  const output = (await page.notebook.getCellLocator(index))!.locator(
+    '.jp-OutputArea-output'
+  );
+  await expect(output.first()).toBeVisible();
+  return (await output.allInnerTexts()).join('\n').trim();
+}
+
+/** A new notebook with the left sidebar closed and the vramscope panel open and connected. */
+export async function newNotebookWithPanel(
+  page: IJupyterLabPageFixture,
+  name: string,
+  panelWidth = 460
+): Promise<Locator> {
+  await page.notebook.createNew(name);
+  await page.sidebar.close('left');
+  await openPanel(page);
+  await page.sidebar.setWidth(panelWidth, 'right');
+  const status = page.locator('#vramscope-panel .vramscope-Status');
+  await expect(status).toHaveAttribute('data-status', 'connected', {
+    timeout: 60_000
+  });
+  return status;
+}
+
+/** The panel's cell-table rows. */
+export const rows = (page: IJupyterLabPageFixture): Locator =>
+  page.locator('#vramscope-panel .vramscope-CellTable-row');
+
+/** The plotly figure of the timeline: its traces as plotly holds them (`gd.data`). */
+export async function plotTraces(page: IJupyterLabPageFixture): Promise<any[]> {
+  return page.evaluate(() => {
+    const gd = document.querySelector(
+      '#vramscope-panel .vramscope-Timeline-plot'
+    ) as any;
+    return (gd?.data ?? []).map((t: any) => ({
+      type: t.type,
+      name: t.name,
+      text: t.text ? Array.from(t.text) : [],
+      hovertext: t.hovertext ? Array.from(t.hovertext) : []
+    }));
+  });
+}

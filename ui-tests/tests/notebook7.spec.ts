@@ -1,0 +1,163 @@
+/**
+ * The same installed extension in Jupyter Notebook 7 (issue 2): plain playwright pages (galata's
+ * fixtures are JupyterLab-only) against the `jupyter notebook` server that
+ * playwright.config.ts starts next to JupyterLab (`VRAMSCOPE_NB_URL`).
+ */
+import { expect, type Page, test } from '@playwright/test';
+
+import { panelBuilt, screenshotPath } from './utils';
+
+const NB_URL = process.env.VRAMSCOPE_NB_URL as string;
+const NAME = 'notebook7.ipynb';
+
+const code = (source: string) => ({
+  cell_type: 'code',
+  metadata: {},
+  source,
+  outputs: [],
+  execution_count: null
+});
+
+/** The vramscope plugins known to the app, each with whether it is activated. */
+async function vramscopePlugins(page: Page) {
+  return page.evaluate(() => {
+    const app = (window as any).jupyterapp;
+    return app
+      .listPlugins()
+      .filter((id: string) => id.startsWith('jupyterlab-vramscope:'))
+      .map((id: string) => ({ id, activated: app.isPluginActivated(id) }));
+  });
+}
+
+test.describe('Jupyter Notebook 7 (issue 2)', () => {
+  test.use({ baseURL: NB_URL });
+
+  test.skip(
+    !panelBuilt(),
+    'the front end has no #vramscope-panel yet (src/index.ts)'
+  );
+
+  test('the cell footer and the right-sidebar panel show +64.0 MiB', async ({
+    page,
+    request
+  }) => {
+    await page.setViewportSize({ width: 1400, height: 820 });
+    const errors: string[] = [];
+    page.on('pageerror', err => errors.push(String(err)));
+    page.on('console', msg => {
+      if (msg.type() === 'error') {
+        errors.push(msg.text());
+      }
+    });
+
+    const created = await request.put(`/api/contents/${NAME}`, {
+      data: {
+        type: 'notebook',
+        format: 'json',
+        content: {
+          nbformat: 4,
+          nbformat_minor: 5,
+          metadata: {
+            kernelspec: {
+              name: 'python3',
+              display_name: 'Python 3 (ipykernel)',
+              language: 'python'
+            },
+            language_info: { name: 'python' }
+          },
+          cells: [
+            code('import torch'),
+            code('x = torch.ones(16 * 1024 * 1024)  # 64 MiB of float32')
+          ]
+        }
+      }
+    });
+    expect(created.ok(), await created.text()).toBeTruthy();
+
+    await page.goto(`/notebooks/${NAME}`);
+    await page.waitForFunction(() => !!(window as any).jupyterapp, null, {
+      timeout: 60_000
+    });
+    await page.evaluate(() => (window as any).jupyterapp.restored);
+    await expect(page.locator('.jp-Notebook .jp-Cell')).toHaveCount(2, {
+      timeout: 60_000
+    });
+
+    await test.step('every vramscope plugin is activated', async () => {
+      await expect
+        .poll(async () => (await vramscopePlugins(page)).length, {
+          timeout: 30_000
+        })
+        .toBe(5);
+      // Activation is lazy for plugins nothing requires yet: give it a moment.
+      await expect
+        .poll(
+          async () =>
+            (await vramscopePlugins(page)).filter(
+              (p: { activated: boolean }) => !p.activated
+            ),
+          { timeout: 30_000 }
+        )
+        .toEqual([]);
+    });
+
+    await test.step('the panel opens in the right sidebar and connects', async () => {
+      const toggle = () =>
+        page.evaluate(() =>
+          (window as any).jupyterapp.commands.execute('vramscope:toggle-panel')
+        );
+      const panel = page.locator('#jp-right-stack #vramscope-panel');
+      // Notebook 7's own entry: View > Right Sidebar > Show vramscope: memory.
+      await page.getByRole('menuitem', { name: 'View' }).click();
+      await page.locator('.lm-Menu-item', { hasText: 'Right Sidebar' }).hover();
+      await page
+        .locator('.lm-Menu-item', { hasText: 'Show vramscope: memory' })
+        .click();
+      await expect(panel).toBeVisible();
+      // The panel's command hides it (Notebook 7's shell.collapseRight) and shows it again.
+      await toggle();
+      await expect(panel).toBeHidden();
+      await toggle();
+      await expect(panel).toBeVisible();
+      await expect(panel.locator('.vramscope-Status')).toHaveAttribute(
+        'data-status',
+        'connected',
+        { timeout: 90_000 }
+      );
+      // Widen the sidebar by dragging the split handle left of it, as a user would.
+      const handle = page
+        .locator(
+          '#main-split-panel > .lm-SplitPanel-handle:not(.lm-mod-hidden)'
+        )
+        .last();
+      const box = (await handle.boundingBox())!;
+      await page.mouse.move(box.x + box.width / 2, box.y + box.height / 2);
+      await page.mouse.down();
+      await page.mouse.move(box.x - 180, box.y + box.height / 2, { steps: 5 });
+      await page.mouse.up();
+      expect((await panel.boundingBox())!.width).toBeGreaterThan(400);
+    });
+
+    await test.step('running the cells gives +64.0 MiB in the footer and the panel', async () => {
+      await page.evaluate(() =>
+        (window as any).jupyterapp.commands.execute('notebook:run-all-cells')
+      );
+      const footer = page
+        .locator('.jp-Notebook .jp-Cell')
+        .nth(1)
+        .locator('.vramscope-CellFooter-text');
+      await expect(footer).toContainText('+64.0 MiB', { timeout: 90_000 });
+      await expect(
+        page.locator(
+          '#vramscope-panel .vramscope-CellTable-row[data-execution-count="2"]'
+        )
+      ).toContainText('+64.0 MiB');
+    });
+
+    await page
+      .locator('#vramscope-panel .vramscope-Timeline-window')
+      .selectOption({ label: '1 min' });
+    await page.screenshot({ path: screenshotPath('notebook7.png') });
+    expect(errors.filter(e => /vramscope/i.test(e))).toEqual([]);
+  });
+});

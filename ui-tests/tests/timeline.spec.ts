@@ -1,0 +1,139 @@
+import { expect, test } from '@jupyterlab/galata';
+
+import {
+  newNotebookWithPanel,
+  plotTraces,
+  runCode,
+  startCode,
+  waitForCell
+} from './lab';
+import { panelBuilt, screenshotPath } from './utils';
+
+/** A cell that runs for about 6 s and grows memory step by step (60 MiB in all). */
+const SLOW_CELL = [
+  'xs = []',
+  'for i in range(60):',
+  '    xs.append(torch.ones(256 * 1024))  # 1 MiB more each step',
+  '    time.sleep(0.1)'
+].join('\n');
+
+/** The README's training loop: runs for several seconds on two cores. */
+const TRAINING_LOOP = [
+  'model = torch.nn.Sequential(',
+  '    torch.nn.Linear(1024, 4096), torch.nn.ReLU(), torch.nn.Linear(4096, 1024)',
+  ')',
+  'optimizer = torch.optim.Adam(model.parameters())',
+  'losses = []',
+  'for step in range(80):',
+  '    loss = model(torch.randn(256, 1024)).pow(2).mean()',
+  '    optimizer.zero_grad()',
+  '    loss.backward()',
+  '    optimizer.step()',
+  '    losses.append(loss.item())',
+  '    time.sleep(0.05)'
+].join('\n');
+
+test.describe('live timeline (issue 3)', () => {
+  test.use({ kernels: null, sessions: null });
+
+  test.skip(
+    !panelBuilt(),
+    'the front end has no #vramscope-panel yet (src/index.ts)'
+  );
+
+  test('the sample count grows while a cell runs; the plot and its cell band are drawn', async ({
+    page
+  }) => {
+    await page.setViewportSize({ width: 1400, height: 900 });
+    await newNotebookWithPanel(page, 'timeline.ipynb', 520);
+    const timeline = page.locator('#vramscope-panel .vramscope-Timeline');
+    const sampleCount = async () =>
+      Number(await timeline.getAttribute('data-sample-count'));
+    const busy = page.locator(
+      '.jp-NotebookPanel-toolbar .jp-Notebook-ExecutionIndicator[data-status="busy"]'
+    );
+
+    // A 1 minute window: a few seconds long cell is a band wide enough to hover.
+    await page
+      .locator('#vramscope-panel .vramscope-Timeline-window')
+      .selectOption({ label: '1 min' });
+    await runCode(page, 0, 'import time, torch');
+
+    await test.step('samples arrive while the cell is still running', async () => {
+      const prompt = await startCode(page, 1, SLOW_CELL);
+      await expect(busy).toBeVisible({ timeout: 30_000 });
+      const first = await sampleCount();
+      const t0 = Date.now();
+      // At 10 Hz, 15 more samples take 1.5 s: the kernel keeps sending while it is busy.
+      await expect
+        .poll(sampleCount, { timeout: 30_000 })
+        .toBeGreaterThanOrEqual(first + 15);
+      const second = await sampleCount();
+      const seconds = (Date.now() - t0) / 1000;
+      // Both reads happened during the cell: it is still running now.
+      await expect(prompt).toHaveText('[*]:');
+      await expect(busy).toBeVisible();
+      test.info().annotations.push({
+        type: 'samples',
+        description: `${first} -> ${second} in ${seconds.toFixed(1)} s while [*]`
+      });
+      expect(second).toBeGreaterThan(first);
+      await waitForCell(page, 1);
+    });
+
+    await test.step('the memory line and the cell band are drawn', async () => {
+      const plot = page.locator('#vramscope-panel .vramscope-Timeline-plot');
+      await expect(
+        plot.locator('.scatterlayer .trace path.js-line').first()
+      ).toBeAttached();
+      expect(
+        await plot
+          .locator('.scatterlayer .trace path.js-line')
+          .first()
+          .getAttribute('d')
+      ).toMatch(/^M[\d.,-]+L/);
+
+      // Cells are bars of one trace: one per cell, [2] labelled with the cell's first line.
+      await expect
+        .poll(async () => {
+          const bars = (await plotTraces(page)).find(t => t.type === 'bar');
+          return bars?.text ?? [];
+        })
+        .toEqual(['[1]', '[2]']);
+      const bars = (await plotTraces(page)).find(t => t.type === 'bar');
+      expect(bars.hovertext[1]).toContain('xs = []');
+      expect(bars.hovertext[1]).toMatch(/cpu: Δ \+6\d\.\d MiB/);
+      await expect(plot.locator('.barlayer .trace .point path')).toHaveCount(2);
+
+      // Hovering the band (low, away from the memory line) shows its cell in plotly's label.
+      const band = plot.locator('.barlayer .trace .point path').nth(1);
+      const box = (await band.boundingBox())!;
+      await page.mouse.move(box.x + box.width / 2, box.y + box.height * 0.95);
+      await expect(plot.locator('.hoverlayer .hovertext')).toContainText(
+        '[2] xs = []'
+      );
+      await page.mouse.move(0, 0);
+    });
+
+    await test.step('screenshot while a training loop runs (docs/images/timeline.png)', async () => {
+      // Only the timeline and the cells: collapse the other sections.
+      for (const title of ['Devices', 'Model insight']) {
+        await page
+          .locator(
+            `#vramscope-panel .vramscope-Section[data-section="${title}"] .vramscope-Section-toggle`
+          )
+          .click();
+      }
+      const prompt = await startCode(page, 2, TRAINING_LOOP);
+      await expect(busy).toBeVisible({ timeout: 30_000 });
+      const start = await sampleCount();
+      await expect
+        .poll(sampleCount, { timeout: 60_000 })
+        .toBeGreaterThanOrEqual(start + 40);
+      await page.screenshot({ path: screenshotPath('timeline.png') });
+      // The screenshot shows the loop live.
+      await expect(prompt).toHaveText('[*]:');
+      await waitForCell(page, 2);
+    });
+  });
+});
