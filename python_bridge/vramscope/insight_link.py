@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from typing import Any, Callable
 
 from .protocol import empty_insight
 
-TotalFn = Callable[[str], "int | None"]
+# device id -> in-use bytes or the device reading (see insight.breakdown.TotalFn)
+TotalFn = Callable[[str], "int | Mapping[str, Any] | None"]
 
 
 class InsightLink:

@@ -31,8 +31,18 @@ REPORT_KEYS = (
 )
 
 
+def _current_insight(runtime: Runtime) -> dict[str, Any]:
+    """Model insight as of now (not as of the last cell end), or the last one on failure."""
+    try:
+        if runtime.settings.get("insight", True) and runtime.insight.engine() is not None:
+            return runtime.insight.snapshot(None)
+    except Exception:
+        pass
+    return runtime.insight.last or {}
+
+
 def build_report(runtime: Runtime) -> dict[str, Any]:
-    insight = runtime.insight.last or {}
+    insight = _current_insight(runtime)
     return {
         "schema": REPORT_SCHEMA,
         "bridge_version": __version__,

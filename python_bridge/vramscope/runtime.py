@@ -64,7 +64,7 @@ class Runtime:
             close_window=self.sampler.close_window,
             on_record=self._after_cell,
         )
-        self.insight = InsightLink(shell, self.device_used)
+        self.insight = InsightLink(shell, self.device_reading)
         self._installed_on: Any = None
         self._lock = threading.Lock()
 
@@ -78,7 +78,7 @@ class Runtime:
             if self._installed_on is not None:
                 self._uninstall_locked()
             self.shell = shell
-            self.insight = InsightLink(shell, self.device_used)
+            self.insight = InsightLink(shell, self.device_reading)
             shell.events.register("pre_run_cell", self._pre_run_cell)
             shell.events.register("post_run_cell", self._post_run_cell)
             self._installed_on = shell
@@ -125,12 +125,12 @@ class Runtime:
                 continue
         return {"t": time.time(), "d": readings}
 
-    def device_used(self, device_id: str) -> int | None:
-        """Current in-use bytes of one device (the insight breakdown's total), or None."""
+    def device_reading(self, device_id: str) -> DeviceSample | None:
+        """One device's current reading (the insight breakdown's total and CUDA extras)."""
         for device in self.devices:
             if device.id == device_id:
                 try:
-                    return device.read()["used"]
+                    return device.read()
                 except Exception:
                     return None
         return None

@@ -199,6 +199,36 @@ def test_other_and_ancestor_attribution(engine: InsightEngine, ns: dict[str, Any
     del a, b, c
 
 
+def test_nested_module_outside_callers_tree_excludes_its_weights(
+    engine: InsightEngine, ns: dict[str, Any]
+) -> None:
+    """A frozen module (the fine-tuning case) reached through a plain attribute, not a
+    registered child: the ``weight.t()`` that addmm saves for the input's gradient is the
+    parameter's storage, never an activation."""
+    inner = nn.Linear(256, 256).requires_grad_(False)  # frozen, created in this cell
+
+    class Holder(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.__dict__["inner"] = inner  # plain attribute: not in Holder's tree
+
+        def forward(self, x: Any) -> Any:
+            return self.inner(x * 2).tanh()
+
+    model = Holder()
+    ns["model"] = model
+    x = torch.randn(16, 256, requires_grad=True)
+    with StorageRecorder() as rec:
+        out = model(x)
+    truth = rec.alive_bytes(model_ptrs(inner))
+    insight = engine.after_cell(1000)
+    # the weight is frozen, so addmm keeps no input; tanh saves its output (`out` itself)
+    assert truth == 16 * 256 * 4
+    assert saved_total(insight) == truth
+    assert engine.tracker.total_bytes() == truth
+    del out, x
+
+
 def test_stack_survives_exception_in_forward(engine: InsightEngine, ns: dict[str, Any]) -> None:
     class Boom(nn.Module):
         def forward(self, x: Any) -> Any:
@@ -245,7 +275,35 @@ def test_breakdown_adds_up_and_adam_state(engine: InsightEngine, ns: dict[str, A
     assert cpu["activations"] == engine.tracker.total_bytes() > 0
     parts = ("parameters", "gradients", "optimizer_state", "activations", "other")
     assert sum(cpu[k] for k in parts) == cpu["total_bytes"]
+    # The total is a real measurement (not the parts' sum): the allocator's in-use bytes,
+    # read independently here, and large enough that nothing had to be clamped.
+    assert "clamped_bytes" not in cpu
+    independent = cpu_in_use_bytes()
+    assert independent is not None
+    assert abs(cpu["total_bytes"] - independent) < 4 * KIB * KIB
+    assert cpu["other"] > 0
     del loss
+
+
+def test_breakdown_cuda_extras_from_a_device_reading() -> None:
+    from vramscope.insight.breakdown import _from_reading
+
+    reading = {"used": 600, "reserved": 1000, "peak": 900, "device_used": 1500}
+    total, extra = _from_reading("cuda:0", reading)
+    assert total == 600
+    assert extra == {"reserved_free": 400, "outside_pytorch": 500}
+    # no CUDA context yet: no device-wide figure, so no outside-PyTorch part
+    assert _from_reading("cuda:1", {"used": 0, "reserved": 0}) == (0, {"reserved_free": 0})
+    assert _from_reading("cpu", {"used": 7, "rss": 9}) == (7, {})
+    assert _from_reading("cpu", 5) == (5, {})
+
+
+def test_breakdown_total_fn_reading_reaches_the_breakdown(ns: dict[str, Any]) -> None:
+    ns["model"] = nn.Linear(32, 32)
+    eng = InsightEngine(namespace=ns, total_fn=lambda dev: {"used": 1_000_000, "rss": 5})
+    cpu = eng.snapshot()["breakdown"]["cpu"]
+    assert cpu["total_bytes"] == 1_000_000
+    assert cpu["other"] == 1_000_000 - (32 * 32 + 32) * 4
 
 
 def test_breakdown_total_fn_and_clamp(ns: dict[str, Any]) -> None:
@@ -278,7 +336,8 @@ def test_holders_loss_list_and_tensors(engine: InsightEngine, ns: dict[str, Any]
     ns.update(model=model, losses=losses, big=big, small=torch.zeros(2))
     holders = {h["name"]: h for h in engine.after_cell(1000)["holders"]}
     assert holders["losses"]["kind"] == "graph_retention"
-    assert holders["losses"]["bytes"] >= engine.tracker.total_bytes()
+    # every step's graph (all saved activations) plus the five 4-byte loss scalars
+    assert holders["losses"]["bytes"] == engine.tracker.total_bytes() + 5 * 4
     assert "item()" in holders["losses"]["fix"]
     assert holders["big"]["kind"] == "tensor" and holders["big"]["bytes"] == 1024 * KIB
     assert holders["model"]["kind"] == "module"

@@ -109,6 +109,25 @@ def test_picker_models_and_get_insight_switch(fresh: Session) -> None:
     assert back["model"] == "big"
 
 
+def test_session_report_is_current_within_the_cell(fresh: Session) -> None:
+    """session_report() called in the same cell as a forward pass shows that forward's
+    saved activations (not the state at the previous cell's end)."""
+    code = (
+        "import vramscope\n"
+        "globals().pop('ys', None)  # an earlier test's graph\n"
+        "yr = big(torch.randn(64, 512))\n"
+        "rep = vramscope.session_report()\n"
+        "rep_layers = sum(layer['saved_bytes'] for layer in rep['layers'])\n"
+        "rep_acts = rep['breakdown']['cpu']['activations']\n"
+    )
+    fresh.cell(code, "report-now")
+    assert fresh.k.eval("rep['model']") == "big"
+    assert fresh.k.eval("rep_layers") == 64 * 512 * 4  # the input Linear(512, 512) saves
+    assert fresh.k.eval("rep_acts") == 64 * 512 * 4
+    assert fresh.k.eval("rep['holders'][0]['name']") in ("big", "yr", "alias")
+    fresh.cell("del yr, rep", "report-cleanup")
+
+
 def test_garbage_on_both_channels(fresh: Session) -> None:
     huge = "x" * (2 << 20)
     payloads: list[Any] = [None, 42, 1.5, True, "text", huge, [1, 2], [], {}]

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import threading
 import weakref
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -178,32 +179,44 @@ class ActivationTracker:
     # -- hooks -----------------------------------------------------------------------------
 
     def _pre_forward(self, module: torch.nn.Module, _args: Any) -> None:
-        if threading.get_ident() != self._thread:
-            return
-        mid = id(module)
-        state = self._state
-        if self._stack:
-            state.parents[mid] = self._stack[-1]
-        elif mid not in self._excluded_roots:
-            # Top-level forward: exclude this model's parameters/buffers (once per cell).
-            self._excluded_roots.add(mid)
-            self._excluded |= storage_keys(module_tensors(module))
-        if mid not in state.layers:
-            state.layers[mid] = LayerStat(type(module).__name__)
-        self._stack.append(mid)
+        # Runs inside the user's forward: it must never raise.
+        try:
+            if threading.get_ident() != self._thread:
+                return
+            mid = id(module)
+            state = self._state
+            if self._stack:
+                state.parents[mid] = self._stack[-1]
+            if mid not in self._excluded_roots:
+                # First call of this module in the cell, at any depth: its parameters and
+                # buffers are never activations (addmm saves weight.t(), a view of the weight).
+                # A top-level call excludes the whole tree at once; nested ones their own
+                # tensors (a module reached through a plain attribute, a closure or a dict
+                # is not under its caller's tree).
+                self._excluded_roots.add(mid)
+                tensors = module_tensors(module) if not self._stack else _own_tensors(module)
+                self._excluded |= storage_keys(tensors)
+            if mid not in state.layers:
+                state.layers[mid] = LayerStat(type(module).__name__)
+            self._stack.append(mid)
+        except Exception:
+            pass
 
     def _post_forward(self, module: torch.nn.Module, _args: Any, output: Any) -> None:
-        if threading.get_ident() != self._thread:
-            return
-        mid = id(module)
-        stack = self._stack
-        if stack and stack[-1] == mid:
-            stack.pop()
-        elif mid in stack:
-            del stack[stack.index(mid) :]
-        stat = self._state.layers.get(mid)
-        if stat is not None:
-            stat.output_shape = _first_tensor_shape(output)
+        try:
+            if threading.get_ident() != self._thread:
+                return
+            mid = id(module)
+            stack = self._stack
+            if stack and stack[-1] == mid:
+                stack.pop()
+            elif mid in stack:
+                del stack[stack.index(mid) :]
+            stat = self._state.layers.get(mid)
+            if stat is not None:
+                stat.output_shape = _first_tensor_shape(output)
+        except Exception:
+            pass
 
     def _pack(self, t: torch.Tensor) -> torch.Tensor:
         detached = t.detach()
@@ -268,3 +281,13 @@ class ActivationTracker:
 
 def _unpack(t: torch.Tensor) -> torch.Tensor:
     return t
+
+
+def _own_tensors(module: torch.nn.Module) -> Iterator[torch.Tensor]:
+    """A module's own parameters and buffers (not its children's)."""
+    for p in module._parameters.values():
+        if p is not None:
+            yield p
+    for b in module._buffers.values():
+        if b is not None:
+            yield b

@@ -10,8 +10,8 @@ and the excess is reported as ``clamped_bytes``.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
-from typing import Any, Callable, Optional
+from collections.abc import Iterable, Mapping
+from typing import Any, Callable, Optional, Union
 
 import torch
 
@@ -23,7 +23,9 @@ from ._torchutil import (
     storage_info,
 )
 
-TotalFn = Callable[[str], Optional[int]]
+#: ``device id -> measured in-use bytes``, or the device's reading (``{"used", "reserved",
+#: "device_used", ...}``, as the sampler reads it), or None to measure here.
+TotalFn = Callable[[str], Union[int, Mapping[str, Any], None]]
 CATEGORIES = ("parameters", "gradients", "optimizer_state", "activations")
 
 
@@ -108,10 +110,8 @@ def compute_breakdown(
     out: dict[str, dict[str, int]] = {}
     for dev in sorted(devices):
         parts = claims.sums.get(dev, dict.fromkeys(CATEGORIES, 0))
-        measured = total_fn(dev) if total_fn is not None else None
-        extra: dict[str, int] = {}
-        if measured is None:
-            measured, extra = _measure(dev)
+        reading = total_fn(dev) if total_fn is not None else None
+        measured, extra = _from_reading(dev, reading) if reading is not None else _measure(dev)
         if measured is None:
             continue
         rest = sum(parts.values())
@@ -132,6 +132,31 @@ def _initialized_cuda_devices() -> set[str]:
         return set()
 
 
+def _cuda_extras(used: int, reserved: Optional[int], device_used: Optional[int]) -> dict[str, int]:
+    """Reserved-but-free (allocator cache, fragmentation) and memory outside PyTorch."""
+    extra: dict[str, int] = {}
+    if reserved is not None:
+        extra["reserved_free"] = max(0, int(reserved) - int(used))
+        if device_used is not None:
+            extra["outside_pytorch"] = max(0, int(device_used) - int(reserved))
+    return extra
+
+
+def _from_reading(
+    dev: str, reading: Union[int, Mapping[str, Any]]
+) -> tuple[Optional[int], dict[str, int]]:
+    """The measured total and CUDA extras from a caller's reading (bytes or a device sample)."""
+    if isinstance(reading, Mapping):
+        used = reading.get("used")
+        if used is None:
+            return None, {}
+        extra: dict[str, int] = {}
+        if dev.startswith("cuda:"):
+            extra = _cuda_extras(used, reading.get("reserved"), reading.get("device_used"))
+        return int(used), extra
+    return int(reading), {}
+
+
 def _measure(dev: str) -> tuple[Optional[int], dict[str, int]]:
     """Measured in-use bytes of a device, plus its extra CUDA fields."""
     if dev == "cpu":
@@ -143,10 +168,7 @@ def _measure(dev: str) -> tuple[Optional[int], dict[str, int]]:
         allocated = int(torch.cuda.memory_allocated(idx))
         reserved = int(torch.cuda.memory_reserved(idx))
         free, total = torch.cuda.mem_get_info(idx)
-        return allocated, {
-            "reserved_free": max(0, reserved - allocated),
-            "outside_pytorch": max(0, int(total - free) - reserved),
-        }
+        return allocated, _cuda_extras(allocated, reserved, int(total - free))
     if dev == "mps":
         try:
             return int(torch.mps.current_allocated_memory()), {}
