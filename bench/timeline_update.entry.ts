@@ -8,10 +8,12 @@ import { Widget } from '@lumino/widgets';
 
 import { loadPlotly } from '../src/timeline/plotly';
 import { TimelineView } from '../src/timeline/view';
+import type { ISample } from '../src/protocol';
 import { cellRecord, FakeSession, sawtooth } from './timeline_update.fake';
 
 interface IStats {
   median: number;
+  mean: number;
   p90: number;
   min: number;
   n: number;
@@ -21,10 +23,41 @@ function stats(xs: number[]): IStats {
   const s = [...xs].sort((a, b) => a - b);
   return {
     median: s[Math.floor(s.length / 2)],
+    mean: s.reduce((a, b) => a + b, 0) / Math.max(1, s.length),
     p90: s[Math.min(s.length - 1, Math.floor(s.length * 0.9))],
     min: s[0],
     n: s.length
   };
+}
+
+/**
+ * A training loop's memory at 10 Hz: each ~1 s step climbs through the forward pass and
+ * falls back in backward (sharp, repeating saw-teeth over a steady base).
+ */
+function trainingLoop(
+  n: number,
+  options: { t0: number; hz: number; from: number }
+): ISample[] {
+  const out: ISample[] = [];
+  const GiB = 2 ** 30;
+  for (let i = 0; i < n; i++) {
+    const k = options.from + i;
+    const phase = k % 10;
+    const used = 6 * GiB + (phase < 6 ? phase : 10 - phase) * 0.4 * GiB;
+    out.push({
+      t: options.t0 + k / options.hz,
+      d: {
+        'cuda:0': {
+          used,
+          reserved: 10 * GiB,
+          peak: 8.4 * GiB,
+          device_used: 11 * GiB,
+          device_total: 80 * GiB
+        }
+      }
+    });
+  }
+  return out;
 }
 
 async function run(options: {
@@ -32,6 +65,7 @@ async function run(options: {
   updates: number;
   naiveUpdates: number;
   cells?: boolean;
+  width?: number;
 }): Promise<Record<string, unknown>> {
   const HZ = 10;
   const T0 = 1_700_000_000;
@@ -61,7 +95,7 @@ async function run(options: {
   }
 
   const view = new TimelineView({ windowSeconds: Infinity });
-  view.node.style.width = '1200px';
+  view.node.style.width = `${options.width ?? 1200}px`;
   view.node.style.height = '400px';
   Widget.attach(view, document.body);
   const t0 = performance.now();
@@ -70,34 +104,52 @@ async function run(options: {
   const firstDrawMs = performance.now() - t0;
 
   let next = options.samples;
+  let pattern: 'ramp' | 'train' = 'ramp';
+  const batch = () =>
+    pattern === 'ramp'
+      ? sawtooth(1, { t0: T0 + next / HZ, withDeviceUsed: true })
+      : trainingLoop(1, { t0: T0, hz: HZ, from: next });
+  /** One live update: ingest a batch, draw, and the style + layout it causes. */
   const update = async () => {
-    const batch = sawtooth(1, { t0: T0 + next / HZ, withDeviceUsed: true });
+    const b = batch();
     next++;
+    const replotsBefore = view.drawStats.replots;
     const start = performance.now();
-    session.addSamples(batch); // the view syncs on samplesAdded
+    session.addSamples(b); // the view syncs on samplesAdded
     await view.redraw(); // downsample + Plotly.react, as the throttled redraw does
-    return performance.now() - start;
+    void document.body.offsetHeight; // force the style and layout of what changed
+    const ms = performance.now() - start;
+    return { ms, replot: view.drawStats.replots > replotsBefore };
   };
 
   const measure = async (n: number) => {
     for (let i = 0; i < 5; i++) {
       await update(); // warm-up
     }
-    const xs: number[] = [];
+    const all: number[] = [];
+    const replots: number[] = [];
     for (let i = 0; i < n; i++) {
-      xs.push(await update());
+      const u = await update();
+      all.push(u.ms);
+      if (u.replot) {
+        replots.push(u.ms);
+      }
     }
-    return stats(xs);
+    return {
+      update: stats(all),
+      replot: replots.length ? stats(replots) : null,
+      replotShare: replots.length / n
+    };
   };
 
   // Split of one "all" update: ingest + figure (downsample) vs the whole redraw.
   const anyView = view as any;
   const figXs: number[] = [];
   for (let i = 0; i < 20; i++) {
-    const batch = sawtooth(1, { t0: T0 + next / HZ, withDeviceUsed: true });
+    const b = batch();
     next++;
     const start = performance.now();
-    session.addSamples(batch);
+    session.addSamples(b);
     anyView._figure(anyView._currentDevice(), anyView._theme);
     figXs.push(performance.now() - start);
   }
@@ -109,6 +161,11 @@ async function run(options: {
   const drawnPoints = (
     view.node.querySelector('.vramscope-Timeline-plot') as any
   ).data.reduce((s: number, d: any) => s + (d.x?.length ?? 0), 0);
+  pattern = 'train';
+  view.windowSeconds = Infinity;
+  const trainAll = await measure(options.updates);
+  view.windowSeconds = 300;
+  const trainFiveMin = await measure(options.updates);
 
   // Naive: every update rebuilds x/y from all samples and hands them all to Plotly.react.
   const Plotly = await loadPlotly();
@@ -118,10 +175,10 @@ async function run(options: {
   document.body.appendChild(naiveDiv);
   const fields = ['used', 'reserved', 'peak', 'device_used'] as const;
   const naiveUpdate = async () => {
-    const batch = sawtooth(1, { t0: T0 + next / HZ, withDeviceUsed: true });
+    const b = sawtooth(1, { t0: T0 + next / HZ, withDeviceUsed: true });
     next++;
     const start = performance.now();
-    session.addSamples(batch, false);
+    session.addSamples(b, false);
     const all = session.samples.toArray();
     const x = all.map(s => s.t * 1000);
     const data = fields.map(f => ({
@@ -135,6 +192,7 @@ async function run(options: {
       xaxis: { type: 'date' },
       margin: { l: 56, r: 12, t: 28, b: 32 }
     });
+    void document.body.offsetHeight;
     return performance.now() - start;
   };
   await naiveUpdate();
@@ -150,6 +208,8 @@ async function run(options: {
     ingestAndDownsample,
     all,
     fiveMin,
+    trainAll,
+    trainFiveMin,
     drawnPoints5min: drawnPoints,
     naive
   };

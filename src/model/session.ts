@@ -40,7 +40,7 @@ export class RequestError extends Error {
 export class MemorySession implements IMemorySession {
   constructor(options: MemorySession.IOptions) {
     this._path = options.path;
-    this._samples = new RingBuffer<ISample>(options.sampleCapacity ?? 36000);
+    this._samples = new RingBuffer<ISample>(options.sampleCapacity ?? 288000);
     this._timeoutMs = options.requestTimeoutMs ?? 10000;
     this._maxCells = options.maxCells ?? 5000;
     this._revealHandler = options.revealCell ?? null;
@@ -511,7 +511,7 @@ export namespace MemorySession {
   export interface IOptions {
     /** The notebook's path. */
     path: string;
-    /** Samples kept (default 36000: one hour at 10 Hz). */
+    /** Samples kept (default 288000: eight hours at 10 Hz; the timeline keeps typed copies). */
     sampleCapacity?: number;
     /** Request timeout in ms (default 10000). */
     requestTimeoutMs?: number;

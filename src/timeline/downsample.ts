@@ -258,11 +258,11 @@ export class MinMaxSeries {
         out.push(t[i], v[i]);
       }
     } else {
-      // Bucket size: a power-of-two number of blocks, aligned on absolute block boundaries,
-      // so buckets stay put while the series grows (no shimmer in a live plot) and interior
-      // buckets read only block aggregates.
+      // Bucket size: a power of two, aligned on absolute sample indices, so buckets stay put
+      // while the series grows (no shimmer in a live plot, and a new sample changes at most
+      // the last bucket); buckets of at least a block read only block aggregates inside.
       const raw = Math.ceil(n / buckets);
-      let size = BLOCK;
+      let size = 1;
       while (size < raw) {
         size *= 2;
       }

@@ -11,6 +11,7 @@ import type { IMemorySession } from '../tokens';
 import { formatDelta, formatDuration } from '../format';
 import { axisUnit } from './bytes';
 import { IPlotElement, loadPlotly, PlotlyModule } from './plotly';
+import { timeTicks } from './ticks';
 import {
   cellBands,
   DeviceSeries,
@@ -247,6 +248,8 @@ export class TimelineView extends Widget {
   }
 
   private _resizePlot(): void {
+    this._width = 0;
+    this._lastFigure = null;
     if (this._plotly && this._plotted && this.isVisible) {
       void this._plotly.Plots.resize(this._plot);
       this._scheduleDraw();
@@ -431,6 +434,7 @@ export class TimelineView extends Widget {
     if (!this._session || !dev || dev.length === 0) {
       if (this._plotly && this._plotted) {
         this._plotly.purge(this._plot);
+        this._lastFigure = null;
         this._plotted = false;
       }
       return;
@@ -442,7 +446,17 @@ export class TimelineView extends Widget {
     this._plotly = Plotly;
     const theme = this._theme ?? (this._theme = Private.readTheme(this.node));
     const figure = this._figure(dev, theme);
-    await Plotly.react(this._plot, figure.data, figure.layout, {
+    // A live update that changes nothing drawn (the window moves in whole pixels, and a new
+    // sample often leaves every bucket's min and max as they were) skips plotly's full replot.
+    if (this._plotted && Private.sameFigure(this._lastFigure, figure)) {
+      this._skipped++;
+      return;
+    }
+    this._lastFigure = figure;
+    this._replots++;
+    // plotly writes defaults into what it is given: keep `figure` pristine for the comparison
+    const drawn = Private.cloneFigure(figure);
+    await Plotly.react(this._plot, drawn.data, drawn.layout, {
       displaylogo: false,
       responsive: false,
       scrollZoom: true,
@@ -455,7 +469,24 @@ export class TimelineView extends Widget {
     }
   }
 
-  /** The visible window in kernel seconds. */
+  /** Replots done and live updates skipped because nothing drawn changed (for benchmarks). */
+  get drawStats(): { replots: number; skipped: number } {
+    return { replots: this._replots, skipped: this._skipped };
+  }
+
+  /** The plot area's width in px (cached: reading it forces a layout; reset on resize). */
+  private _plotWidth(): number {
+    if (!this._width) {
+      this._width = this._plot.clientWidth;
+    }
+    return this._width || 800;
+  }
+
+  /**
+   * The visible window in kernel seconds. While following, its end moves in steps of one
+   * pixel's worth of time (always at or just after the latest sample), so that samples
+   * arriving within the same pixel leave the window, and the buckets cut from it, unchanged.
+   */
   private _range(dev: DeviceSeries): [number, number] {
     const [first, last] = this._series.timeSpan();
     const t1 = isNaN(last) ? dev.lastTime : last;
@@ -463,20 +494,27 @@ export class TimelineView extends Widget {
     if (!this._follow && this._userRange) {
       return this._userRange;
     }
+    const px = Math.max(100, this._plotWidth() - Private.MARGIN_X);
     if (this._follow && isFinite(this._windowSeconds)) {
-      return [t1 - this._windowSeconds, t1];
+      const step = this._windowSeconds / px;
+      const end = Math.ceil(t1 / step) * step;
+      return [end - this._windowSeconds, end];
     }
-    return t1 > t0 ? [t0, t1] : [t0 - 1, t1 + 1];
+    if (!(t1 > t0)) {
+      return [t0 - 1, t1 + 1];
+    }
+    // the whole history: a power-of-two step at least one pixel, stable while the span grows
+    const step = Math.pow(2, Math.ceil(Math.log2((t1 - t0) / px)));
+    return [t0, t0 + Math.max(step, Math.ceil((t1 - t0) / step) * step)];
   }
 
-  private _figure(
-    dev: DeviceSeries,
-    theme: Private.ITheme
-  ): { data: any[]; layout: any } {
+  private _figure(dev: DeviceSeries, theme: Private.ITheme): Private.IFigure {
     const [r0, r1] = this._range(dev);
-    const width = this._plot.clientWidth || 800;
-    // ~1 bucket (<= 2 points) per 2 px: no visible loss, half the points to draw.
-    const buckets = Math.max(100, Math.min(1000, Math.round(width / 2)));
+    const width = this._plotWidth();
+    const x = Private.xConverter(r0, r1);
+    // ~1 bucket (its min and max: <= 2 points) per 4 px: every peak is still drawn exactly,
+    // and plotly's replot cost grows with the points it draws.
+    const buckets = Math.max(50, Math.min(500, Math.round(width / 4)));
     const drawn = dev.downsample(r0, r1, buckets);
     let ymax = 0;
     for (const { points } of drawn) {
@@ -505,7 +543,7 @@ export class TimelineView extends Widget {
         type: 'bar',
         name: 'cells',
         x: bands.map(b =>
-          toX((b.start + Math.max(b.end, b.start + minWidth)) / 2)
+          x((b.start + Math.max(b.end, b.start + minWidth)) / 2)
         ),
         y: bands.map(() => 1),
         width: bands.map(b => Math.max(b.end - b.start, minWidth) * 1000),
@@ -531,18 +569,18 @@ export class TimelineView extends Widget {
     }
 
     for (const { trace, points } of drawn) {
-      const x = new Float64Array(points.t.length);
-      const y = new Float64Array(points.t.length);
-      for (let i = 0; i < x.length; i++) {
-        x[i] = toX(points.t[i]);
-        y[i] = points.v[i] / scale;
+      const xs = new Float64Array(points.t.length);
+      const ys = new Float64Array(points.t.length);
+      for (let i = 0; i < xs.length; i++) {
+        xs[i] = x(points.t[i]);
+        ys[i] = points.v[i] / scale;
       }
       data.push({
         type: 'scatter',
         mode: 'lines',
         name: trace.spec.label,
-        x,
-        y,
+        x: xs,
+        y: ys,
         line: Private.lineStyle(trace.spec, theme),
         connectgaps: false,
         hovertemplate: `${trace.spec.label}: %{y:.2f} ${unit}<extra></extra>`
@@ -555,14 +593,14 @@ export class TimelineView extends Widget {
           type: 'line',
           xref: 'x',
           yref: 'paper',
-          x0: toX(r),
-          x1: toX(r),
+          x0: x(r),
+          x1: x(r),
           y0: 0,
           y1: 1,
           line: { color: theme.warn, width: 1.5, dash: 'dot' }
         });
         annotations.push({
-          x: toX(r),
+          x: x(r),
           xref: 'x',
           y: 0,
           yref: 'paper',
@@ -581,8 +619,9 @@ export class TimelineView extends Widget {
       zerolinecolor: theme.grid,
       tickfont: { color: theme.muted }
     };
+    const ticks = timeTicks(x(r0), x(r1), width - Private.MARGIN_X);
     const layout = {
-      margin: { l: 56, r: 12, t: 28, b: 32 },
+      margin: { l: Private.MARGIN_L, r: 12, t: 28, b: 32 },
       paper_bgcolor: theme.background,
       plot_bgcolor: theme.background,
       font: { family: theme.font, size: 11, color: theme.text },
@@ -599,7 +638,16 @@ export class TimelineView extends Widget {
       hoverlabel: { bgcolor: theme.background, font: { color: theme.text } },
       dragmode: 'zoom',
       uirevision: 'vramscope-timeline',
-      xaxis: { ...axis, type: 'date', range: [toX(r0), toX(r1)] },
+      // A linear axis in local ms with clock-time ticks (./ticks.ts): a date axis would parse
+      // every x value through a string at each redraw.
+      xaxis: {
+        ...axis,
+        type: 'linear',
+        range: [x(r0), x(r1)],
+        tickmode: 'array',
+        tickvals: ticks.tickvals,
+        ticktext: ticks.ticktext
+      },
       yaxis: {
         ...axis,
         title: { text: unit, font: { size: 10, color: theme.muted } },
@@ -662,6 +710,10 @@ export class TimelineView extends Widget {
   private _theme: Private.ITheme | null = null;
   private _plotly: PlotlyModule | null = null;
   private _plotted = false;
+  private _lastFigure: Private.IFigure | null = null;
+  private _width = 0;
+  private _replots = 0;
+  private _skipped = 0;
   private _follow = true;
   private _windowSeconds: number;
   private _userRange: [number, number] | null = null;
@@ -732,8 +784,85 @@ export function fromX(x: unknown): number {
 }
 
 namespace Private {
+  /** The plot's left margin and both horizontal margins, in px. */
+  export const MARGIN_L = 56;
+  export const MARGIN_X = MARGIN_L + 12;
+
+  export interface IFigure {
+    data: any[];
+    layout: any;
+  }
+
+  /** Whether two figures are equal (typed arrays element by element). */
+  export function sameFigure(a: IFigure | null, b: IFigure): boolean {
+    return (
+      a !== null && deepEqual(a.data, b.data) && deepEqual(a.layout, b.layout)
+    );
+  }
+
+  /** A copy of the plain objects and arrays of a figure; typed arrays are shared. */
+  export function cloneFigure(f: IFigure): IFigure {
+    return { data: clone(f.data), layout: clone(f.layout) };
+  }
+
+  function clone(x: any): any {
+    if (typeof x !== 'object' || x === null || ArrayBuffer.isView(x)) {
+      return x;
+    }
+    if (Array.isArray(x)) {
+      return x.map(clone);
+    }
+    const out: any = {};
+    for (const k of Object.keys(x)) {
+      out[k] = clone(x[k]);
+    }
+    return out;
+  }
+
+  function deepEqual(a: any, b: any): boolean {
+    if (a === b) {
+      return true;
+    }
+    if (typeof a !== 'object' || typeof b !== 'object' || !a || !b) {
+      return Number.isNaN(a) && Number.isNaN(b);
+    }
+    if (ArrayBuffer.isView(a) || Array.isArray(a)) {
+      const x = a as ArrayLike<unknown>;
+      const y = b as ArrayLike<unknown>;
+      if (
+        !(ArrayBuffer.isView(b) || Array.isArray(b)) ||
+        x.length !== y.length
+      ) {
+        return false;
+      }
+      for (let i = 0; i < x.length; i++) {
+        if (x[i] !== y[i] && !deepEqual(x[i], y[i])) {
+          return false;
+        }
+      }
+      return true;
+    }
+    const keys = Object.keys(a);
+    if (keys.length !== Object.keys(b).length) {
+      return false;
+    }
+    return keys.every(k => deepEqual(a[k], b[k]));
+  }
+
   export function tzOffsetMs(t: number): number {
     return new Date(t * 1000).getTimezoneOffset() * 60000;
+  }
+
+  /**
+   * `toX` for one figure: a constant offset when the window has one (no `Date` per point),
+   * per point across a daylight-saving change.
+   */
+  export function xConverter(r0: number, r1: number): (t: number) => number {
+    const offset = tzOffsetMs(r0);
+    if (offset !== tzOffsetMs(r1)) {
+      return toX;
+    }
+    return (t: number) => t * 1000 - offset;
   }
 
   export interface ITheme {
