@@ -1,7 +1,8 @@
 """Write examples/demo.ipynb (no outputs): `python examples/make_demo.py`.
 
 The notebook is the vramscope tour that `bash scripts/demo.sh` opens; `bash scripts/test.sh`
-executes it headless with nbclient. It runs on CPU in well under a minute.
+executes it headless with nbclient and fails it when it takes a minute or more, so keep it
+small: it runs on CPU in about 10 s on a 2-core machine (the training cell about 4 s).
 """
 
 from pathlib import Path
@@ -64,20 +65,20 @@ total""",
     (
         "md",
         """## A short training loop
-About 30 Adam steps: the live timeline in the panel moves while this runs, and the optimizer
+About 15 Adam steps: the live timeline in the panel moves while this runs, and the optimizer
 state (two moments per parameter, about 2x the model) shows up in the delta.""",
     ),
     (
         "code",
         """optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
-batch = torch.randn(12, 64, 512)
+batch = torch.randn(8, 32, 512)  # 8 sequences of 32 tokens: quick on a CPU
 start = time.time()
-for _ in range(30):
+for _ in range(15):
     optimizer.zero_grad()
     loss = model(batch).pow(2).mean()
     loss.backward()
     optimizer.step()
-print(f"30 steps in {time.time() - start:.1f} s, loss {loss.item():.4f}")""",
+print(f"15 steps in {time.time() - start:.1f} s, loss {loss.item():.4f}")""",
     ),
     (
         "md",
@@ -141,8 +142,9 @@ def build() -> nbformat.NotebookNode:
         "language": "python",
     }
     nb.metadata["language_info"] = {"name": "python"}
-    for kind, source, *tags in CELLS:
+    for index, (kind, source, *tags) in enumerate(CELLS):
         cell = new_markdown_cell(source) if kind == "md" else new_code_cell(source)
+        cell.id = f"{kind}-{index:02d}"  # stable ids: regenerating gives the same file
         if tags:
             cell.metadata["tags"] = tags[0]
         nb.cells.append(cell)

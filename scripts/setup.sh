@@ -7,9 +7,13 @@
 #
 # Every step is skipped when its inputs have not changed since it last ran (stamp files under
 # .venv/.vramscope-stamps hold a hash of the inputs); the front end is rebuilt whenever src/,
-# style/, schema/ or the package/TypeScript config changed. Environment:
+# style/, schema/ or the package/TypeScript config changed. Needs Debian/Ubuntu, Python 3.11+
+# and Node.js 20+ with npm (when node/npm are missing and this runs as root, Debian's nodejs
+# and npm are installed with apt-get). Environment:
 #   PYTHON        interpreter used to create .venv (default python3)
-#   TORCH_SPEC    torch requirement (default torch==2.13.0+cpu, from the local find-links)
+#   TORCH_SPEC    torch requirement (default torch==2.13.0+cpu from the local find-links, or
+#                 torch==2.13.0 from the PyTorch CPU index when that folder is missing)
+#   VRAMSCOPE_WHEELS    the local find-links folder (default /opt/wheels)
 #   VRAMSCOPE_FORCE=1   ignore all stamps and redo every step
 set -euo pipefail
 
@@ -24,7 +28,7 @@ for arg in "$@"; do
     --wheel) MODE=wheel ;;
     --develop) MODE=develop ;;
     -h | --help)
-      sed -n '2,14p' "$0"
+      sed -n '2,17p' "$0"
       exit 0
       ;;
     *)
@@ -36,12 +40,61 @@ done
 
 export PIP_RETRIES=0 PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1
 export npm_config_audit=false npm_config_fund=false npm_config_update_notifier=false
-if [ -d /opt/wheels ]; then
-  export PIP_FIND_LINKS="${PIP_FIND_LINKS:-/opt/wheels}"
-fi
+
+log() { printf '[setup] %s\n' "$*"; }
+now() { date +%s; }
+die() {
+  printf '[setup] ERROR: %s\n' "$*" >&2
+  exit 1
+}
+
+# ensure_node: node and npm must be on PATH. When they are missing, install Debian's nodejs and
+# npm (only as root, with apt-get); otherwise stop with what to install.
+ensure_node() {
+  local major
+  if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+      log "node/npm not found: installing Debian's nodejs and npm (apt-get)"
+      export DEBIAN_FRONTEND=noninteractive
+      apt-get update -qq </dev/null || true
+      apt-get install -y -qq --no-install-recommends nodejs npm </dev/null >/dev/null || true
+    fi
+    if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+      die "node and npm were not found. Install Node.js 20 or newer with npm (on Debian/Ubuntu" \
+        "as root: apt-get install nodejs npm), or run setup.sh as root so that it can."
+    fi
+  fi
+  major=$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)
+  if [ "$major" -lt 20 ] 2>/dev/null; then
+    log "WARNING: node $(node --version) is older than the supported Node.js 20; the build may fail"
+  fi
+}
+
+# pip_sources: where the CPU torch wheel comes from. The local find-links folder when there is
+# one (TORCH_SPEC defaults to the exact torch==2.13.0+cpu there); otherwise the PyTorch CPU
+# index as an extra index, with torch==2.13.0: a spec without the local version matches
+# 2.13.0+cpu there, which pip prefers over PyPI's 2.13.0 (a local version sorts higher).
+TORCH_CPU_INDEX=https://download.pytorch.org/whl/cpu
+pip_sources() {
+  local wheels=${VRAMSCOPE_WHEELS:-/opt/wheels}
+  PIP_SOURCE_ARGS=()
+  if [ -d "$wheels" ]; then
+    export PIP_FIND_LINKS="${PIP_FIND_LINKS:-$wheels}"
+    TORCH_SPEC=${TORCH_SPEC:-torch==2.13.0+cpu}
+    TORCH_FROM=$wheels
+  else
+    TORCH_SPEC=${TORCH_SPEC:-torch==2.13.0}
+    PIP_SOURCE_ARGS=(--extra-index-url "$TORCH_CPU_INDEX")
+    TORCH_FROM="$TORCH_CPU_INDEX (no $wheels)"
+  fi
+}
 
 PYTHON=${PYTHON:-python3}
-TORCH_SPEC=${TORCH_SPEC:-torch==2.13.0+cpu}
+command -v "$PYTHON" >/dev/null || die "$PYTHON not found: Python 3.11 or newer is needed (set PYTHON)"
+"$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
+  || die "$PYTHON is Python $("$PYTHON" -c 'import platform; print(platform.python_version())'); 3.11 or newer is needed (set PYTHON)"
+ensure_node
+pip_sources
 VENV=$ROOT/.venv
 STAMPS=$VENV/.vramscope-stamps
 LABEXT=$ROOT/python_bridge/vramscope/labextension
@@ -65,9 +118,6 @@ REQUIREMENTS=(
   editables
   jupyter_builder
 )
-
-log() { printf '[setup] %s\n' "$*"; }
-now() { date +%s; }
 
 # hash_of <label> <paths...>: one hash over the label and the contents of every file below paths.
 hash_of() {
@@ -111,8 +161,8 @@ else
       "$PYTHON" -m venv "$VENV"
     fi
   fi
-  log "installing Python packages into .venv"
-  "$VENV/bin/python" -m pip install --retries 0 -q "${REQUIREMENTS[@]}"
+  log "installing Python packages into .venv ($TORCH_SPEC from $TORCH_FROM)"
+  "$VENV/bin/python" -m pip install --retries 0 -q "${PIP_SOURCE_ARGS[@]}" "${REQUIREMENTS[@]}"
   stamp_set venv "$PY_KEY"
   log "venv ready in $(($(now) - t)) s"
 fi

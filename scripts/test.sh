@@ -4,13 +4,19 @@
 #
 # Suites: setup, lint (eslint, prettier, stylelint, ruff check, ruff format, mypy: one test
 # each), version (Python __version__ == package.json), wheel (built wheel carries the
-# labextension), jest, pytest (test/python), demo notebook (examples/demo.ipynb via nbclient),
-# ui (galata/playwright in system chromium against a real JupyterLab).
+# labextension, and installed on its own `jupyter labextension list` shows it enabled OK),
+# jest, pytest (test/python), cuda (`pytest -m cuda`, only where torch sees a CUDA device),
+# demo notebook (examples/demo.ipynb via nbclient, in under DEMO_LIMIT_S seconds), ui
+# (galata/playwright in system chromium against a real JupyterLab).
 #
-# Environment: VRAMSCOPE_SKIP="ui demo" skips suites by name; PYTEST_ARGS adds pytest args.
+# A suite that ran nothing fails: pytest's exit code 5 (no tests collected), a jest or pytest
+# run with no test passed, and skipped Playwright tests each count as failures.
+#
+# Environment: VRAMSCOPE_SKIP="ui demo" skips suites by name (setup, lint, version and wheel
+# always run); PYTEST_ARGS adds arguments to the pytest suite (not to the cuda suite).
 set -uo pipefail
 
-cd "$(dirname "${BASH_SOURCE[0]}")/.."
+cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 ROOT=$(pwd)
 RESULTS=$ROOT/test-results
 rm -rf "$RESULTS"
@@ -20,6 +26,8 @@ export CI=${CI:-}
 export PIP_RETRIES=0 PIP_DISABLE_PIP_VERSION_CHECK=1
 export npm_config_update_notifier=false
 export PYTHONDONTWRITEBYTECODE=1
+
+DEMO_LIMIT_S=60 # the demo notebook must run on CPU in under a minute
 
 PASSED=0
 FAILED=0
@@ -100,7 +108,7 @@ run_check version "" check_version
 check_wheel() {
   local dir=$RESULTS/wheel
   "$PY" -m pip wheel --retries 0 -q --no-deps --no-build-isolation -w "$dir" . || return 1
-  "$PY" - "$dir" <<'EOF'
+  "$PY" - "$dir" <<'EOF' || return 1
 import glob, json, sys, zipfile
 whl = glob.glob(sys.argv[1] + "/vramscope-*.whl")[0]
 names = zipfile.ZipFile(whl).namelist()
@@ -115,6 +123,68 @@ if missing:
     print("missing from the wheel:", *missing, sep="\n  ")
 raise SystemExit(1 if missing else 0)
 EOF
+  check_wheel_install "$dir"/vramscope-*.whl
+}
+
+# check_wheel_install <wheel>: install the wheel into a throwaway environment that does not see
+# .venv's prefix (so neither the development link in .venv/share/jupyter/labextensions nor the
+# editable install), then `jupyter labextension list` there must list jupyterlab-vramscope as
+# enabled and OK from that environment's labextensions folder, with no rebuild recommended.
+check_wheel_install() {
+  local whl=$1 tmp env_py site app_dir rc=0 out
+  tmp=$(mktemp -d "${TMPDIR:-/tmp}/vramscope-wheel.XXXXXX") || return 1
+  env_py=$tmp/env/bin/python
+  # A bare venv of the same base interpreter; a .pth line puts .venv's site-packages (jupyterlab
+  # and its dependencies) on its path. That adds a plain path: .venv's own .pth files (the
+  # editable vramscope) are not run, and sys.prefix, which decides the labextensions folders
+  # jupyter reads, stays $tmp/env. JupyterLab's app dir stays .venv's, as for a user whose
+  # jupyterlab and vramscope live in one environment. --ignore-installed is essential: without
+  # it pip uninstalls .venv's (editable) vramscope before installing into --prefix.
+  app_dir=$("$PY" -c 'import sys; print(sys.prefix)')/share/jupyter/lab
+  "$("$PY" -c 'import sys; print(sys._base_executable)')" -m venv --without-pip "$tmp/env" \
+    && site=$("$env_py" -c 'import sysconfig; print(sysconfig.get_path("purelib"))') \
+    && "$PY" -c 'import sysconfig; print(sysconfig.get_path("purelib"))' >"$site/_vramscope_deps.pth" \
+    && "$PY" -m pip install --retries 0 -q --no-deps --no-compile --ignore-installed \
+      --prefix "$tmp/env" "$whl" \
+    || rc=1
+  in_env() {
+    env -u JUPYTER_PATH -u JUPYTER_PREFER_ENV_PATH -u PYTHONPATH JUPYTERLAB_DIR="$app_dir" \
+      JUPYTER_DATA_DIR="$tmp/data" JUPYTER_CONFIG_DIR="$tmp/config" "$env_py" "$@" 2>&1
+  }
+  if [ "$rc" = 0 ]; then
+    # `jupyter labextension list` is jupyterlab.labextensions:main; run through `jupyter` it
+    # would start .venv's jupyter-labextension script instead of this interpreter.
+    out=$(in_env -c 'import vramscope; print("vramscope imported from", vramscope.__file__)' \
+      && in_env -m jupyterlab.labextensions list) || rc=1
+    printf '%s\n' "$out" | sed 's/\x1b\[[0-9;]*m//g; s/^/  | /'
+    "$PY" - "$tmp/env" "$out" <<'EOF' || rc=1
+import os, re, sys
+prefix, out = sys.argv[1], re.sub(r"\x1b\[[0-9;]*m", "", sys.argv[2])
+want_dir = os.path.join(prefix, "share", "jupyter", "labextensions")
+errors = []
+m = re.search(r"^vramscope imported from (.*)$", out, re.M)
+if not m or not os.path.realpath(m.group(1)).startswith(os.path.realpath(prefix) + os.sep):
+    errors.append("vramscope is not imported from the wheel's install")
+location, found = "", []
+for line in out.splitlines():
+    if line.strip() and not line[0].isspace():
+        location = os.path.realpath(line.strip())
+    elif line.split()[:1] == ["jupyterlab-vramscope"]:
+        found.append((location, line.strip()))
+want = os.path.realpath(want_dir)
+ok = [f for f in found if f[0] == want and re.search(r"\benabled\s+OK\b", f[1])]
+if not ok:
+    errors.append(f"jupyterlab-vramscope is not listed as enabled OK from {want_dir}")
+if any(f[0] != want for f in found):
+    errors.append("jupyterlab-vramscope is also listed from another location")
+if re.search(r"lab build|Build recommended|needs to be (included|removed)", out):
+    errors.append("jupyter recommends a rebuild")
+print("wheel install:", "; ".join(errors) if errors else f"enabled OK from {want_dir}")
+raise SystemExit(1 if errors else 0)
+EOF
+  fi
+  rm -rf "$tmp"
+  return "$rc"
 }
 run_check wheel "" check_wheel
 
@@ -122,7 +192,7 @@ run_check wheel "" check_wheel
 banner jest
 t=$(date +%s)
 JEST_JSON=$RESULTS/jest.json
-npx jest --coverage=false --passWithNoTests --ci --json --outputFile="$JEST_JSON" </dev/null
+npx jest --coverage=false --ci --json --outputFile="$JEST_JSON" </dev/null
 jest_rc=$?
 read -r jp jf < <(node -e '
   try {
@@ -131,19 +201,28 @@ read -r jp jf < <(node -e '
     console.log(r.numPassedTests, r.numFailedTests + broken);
   } catch (e) { console.log("0 1"); }' "$JEST_JSON")
 if [ "$jest_rc" != 0 ] && [ "$jf" = 0 ]; then jf=1; fi
-record jest "$jp" "$jf" $(($(date +%s) - t))
+jest_note=
+if [ "$jp" = 0 ] && [ "$jf" = 0 ]; then
+  jf=1
+  jest_note="(no test passed)"
+fi
+record jest "$jp" "$jf" $(($(date +%s) - t)) "$jest_note"
 
-# ---- pytest -----------------------------------------------------------------------------------
-banner pytest
-t=$(date +%s)
-PYTEST_XML=$RESULTS/pytest.xml
-# shellcheck disable=SC2086
-"$PY" -m pytest test/python -q -rfE --junitxml="$PYTEST_XML" ${PYTEST_ARGS:-} </dev/null
-py_rc=$?
-if [ "$py_rc" = 5 ]; then
-  record pytest 0 0 $(($(date +%s) - t)) "(no tests collected)"
-else
-  read -r pp pf ps < <("$PY" - "$PYTEST_XML" <<'EOF'
+# ---- pytest / cuda -------------------------------------------------------------------------
+# run_pytest <suite> <junit xml> <pytest args...>: skipped tests are allowed (and counted in
+# the note); no test collected (exit code 5) or no test passed is a failure.
+run_pytest() {
+  local suite=$1 xml=$2 t rc p f s note
+  shift 2
+  banner "$suite"
+  t=$(date +%s)
+  "$PY" -m pytest -q -rfE --junitxml="$xml" "$@" </dev/null
+  rc=$?
+  if [ "$rc" = 5 ]; then
+    record "$suite" 0 1 $(($(date +%s) - t)) "(no tests collected)"
+    return
+  fi
+  read -r p f s < <("$PY" - "$xml" <<'EOF'
 import sys
 import xml.etree.ElementTree as ET
 try:
@@ -158,33 +237,58 @@ skip = sum(int(s.get("skipped", 0)) for s in suites)
 print(tests - bad - skip, bad, skip)
 EOF
   )
-  if [ "$py_rc" != 0 ] && [ "$pf" = 0 ]; then pf=1; fi
-  record pytest "$pp" "$pf" $(($(date +%s) - t)) "(${ps} skipped)"
+  note="(${s} skipped)"
+  if [ "$rc" != 0 ] && [ "$f" = 0 ]; then f=1; fi
+  if [ "$p" = 0 ] && [ "$f" = 0 ]; then
+    f=1
+    note="(no test passed, ${s} skipped)"
+  fi
+  record "$suite" "$p" "$f" $(($(date +%s) - t)) "$note"
+}
+
+# shellcheck disable=SC2086
+run_pytest pytest "$RESULTS/pytest.xml" test/python ${PYTEST_ARGS:-}
+
+# The tests marked cuda (deselected above) need a real CUDA device; without one the suite is
+# recorded as not run, which is not a failure.
+if skipped cuda; then
+  record cuda 0 0 0 "(skipped by VRAMSCOPE_SKIP)"
+else
+  t=$(date +%s)
+  if "$PY" -c 'import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)' </dev/null; then
+    run_pytest cuda "$RESULTS/pytest-cuda.xml" -m cuda test/python
+  else
+    record cuda 0 0 $(($(date +%s) - t)) "(no CUDA device)"
+  fi
 fi
 
 # ---- demo notebook executes headless ---------------------------------------------------------------
 check_demo() {
-  "$PY" - examples/demo.ipynb <<'EOF'
+  "$PY" - examples/demo.ipynb "$DEMO_LIMIT_S" <<'EOF'
 import sys
 import time
 
 import nbformat
 from nbclient import NotebookClient
 
-path = sys.argv[1]
+path, limit = sys.argv[1], float(sys.argv[2])
 nb = nbformat.read(path, as_version=4)
 nbformat.validate(nb)
 start = time.time()
 # Cells tagged raises-exception (the deliberate failure) may error; any other error fails.
-NotebookClient(nb, timeout=300, kernel_name="python3",
+NotebookClient(nb, timeout=int(limit), kernel_name="python3",
                resources={"metadata": {"path": "examples"}}).execute()
-print(f"{path}: {len(nb.cells)} cells executed in {time.time() - start:.1f} s")
+elapsed = time.time() - start
+print(f"{path}: {len(nb.cells)} cells executed in {elapsed:.1f} s (limit {limit:.0f} s)")
+if elapsed >= limit:
+    print(f"{path}: too slow, the demo must run in under {limit:.0f} s")
+    raise SystemExit(1)
 EOF
 }
 if skipped demo; then
   record demo 0 0 0 "(skipped by VRAMSCOPE_SKIP)"
 else
-  run_check demo "(examples/demo.ipynb)" check_demo
+  run_check demo "(examples/demo.ipynb, limit ${DEMO_LIMIT_S} s)" check_demo
 fi
 
 # ---- UI tests (galata + system chromium) ---------------------------------------------------------
@@ -197,14 +301,21 @@ else
   PLAYWRIGHT_JSON_OUTPUT_NAME=$PW_JSON npx playwright test -c ui-tests/playwright.config.ts \
     --reporter=list,json </dev/null
   ui_rc=$?
-  read -r up uf < <(node -e '
+  # Skipped tests count as failures: a browser test that did not run proves nothing.
+  read -r up uf us < <(node -e '
     try {
       const s = require(process.argv[1]).stats;
       const errors = (require(process.argv[1]).errors || []).length;
-      console.log(s.expected + s.flaky, s.unexpected + errors);
-    } catch (e) { console.log("0 1"); }' "$PW_JSON")
+      console.log(s.expected + s.flaky, s.unexpected + errors + s.skipped, s.skipped);
+    } catch (e) { console.log("0 1 0"); }' "$PW_JSON")
   if [ "$ui_rc" != 0 ] && [ "$uf" = 0 ]; then uf=1; fi
-  record ui "$up" "$uf" $(($(date +%s) - t))
+  ui_note=
+  if [ "$us" != 0 ]; then ui_note="(${us} skipped, counted as failed)"; fi
+  if [ "$up" = 0 ] && [ "$uf" = 0 ]; then
+    uf=1
+    ui_note="(no test passed)"
+  fi
+  record ui "$up" "$uf" $(($(date +%s) - t)) "$ui_note"
 fi
 
 # ---- total ------------------------------------------------------------------------------------

@@ -20,14 +20,19 @@ ErrorCode = Literal[
     "invalid_params",
     "internal",
 ]
-Method = Literal["get_report", "get_devices", "set_settings", "get_insight", "clear_history"]
+Method = Literal[
+    "get_report", "get_devices", "set_settings", "get_insight", "clear_history", "report_error"
+]
 METHODS: tuple[str, ...] = (
     "get_report",
     "get_devices",
     "set_settings",
     "get_insight",
     "clear_history",
+    "report_error",
 )
+#: Longest ``report_error`` message the kernel keeps (longer ones are cut).
+MAX_CLIENT_ERROR_CHARS = 500
 KERNEL_MESSAGE_TYPES = (
     "hello",
     "cell",
@@ -321,6 +326,13 @@ def validate_request(obj: object) -> Request:
             raise ProtocolError(
                 "invalid_params", f"'model' must be a name of 1..{MAX_NAME_CHARS} chars", raw_id
             )
+    if method == "report_error":
+        for key in ("code", "message"):
+            value = params.get(key)
+            if not isinstance(value, str) or not value:
+                raise ProtocolError("invalid_params", f"{key!r} must be a non-empty string", raw_id)
+        if len(params["code"]) > MAX_NAME_CHARS:
+            raise ProtocolError("invalid_params", "'code' is too long", raw_id)
     return {"type": "request", "id": raw_id, "method": method, "params": params}  # type: ignore[typeddict-item]
 
 

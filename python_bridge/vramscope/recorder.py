@@ -122,6 +122,12 @@ class CellRecorder:
         self._on_record(record, after)
         return record
 
+    def drop_pending(self) -> None:
+        """Forget started cells whose ``post_run_cell`` will not come (hooks removed mid-cell)."""
+        if self._stack:
+            self._stack.clear()
+            self._close_window()
+
     def history(self) -> list[CellRecord]:
         return list(self.records)
 

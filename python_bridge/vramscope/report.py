@@ -28,6 +28,7 @@ REPORT_KEYS = (
     "layers",
     "breakdown",
     "holders",
+    "client_errors",
 )
 
 
@@ -59,4 +60,5 @@ def build_report(runtime: Runtime) -> dict[str, Any]:
         "layers": list(insight.get("layers") or []),
         "breakdown": dict(insight.get("breakdown") or {}),
         "holders": list(insight.get("holders") or []),
+        "client_errors": list(runtime.client_errors),
     }

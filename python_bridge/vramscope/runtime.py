@@ -4,6 +4,7 @@ model insight to a running IPython shell, and answers the protocol's requests.""
 from __future__ import annotations
 
 import atexit
+import collections
 import contextlib
 import sys
 import threading
@@ -18,6 +19,8 @@ from .bridge import Bridge
 from .devices import CpuDevice, Device, accelerator_devices
 from .insight_link import InsightLink
 from .protocol import (
+    MAX_CLIENT_ERROR_CHARS,
+    MAX_NAME_CHARS,
     PROTOCOL_VERSION,
     CellRecord,
     DeviceInfo,
@@ -53,6 +56,7 @@ class Runtime:
                 "set_settings": lambda p: {"settings": self.update_settings(p)},
                 "get_insight": lambda p: {"insight": self.insight.snapshot(p.get("model"))},
                 "clear_history": lambda _p: {"cleared": self.clear_history()},
+                "report_error": lambda p: {"kept": self.report_client_error(p)},
             },
             hello=self.hello,
         )
@@ -67,6 +71,8 @@ class Runtime:
         self.insight = InsightLink(shell, self.device_reading)
         self._installed_on: Any = None
         self._lock = threading.Lock()
+        #: Kernel messages the front end rejected (``report_error`` requests), newest last.
+        self.client_errors: collections.deque[dict[str, Any]] = collections.deque(maxlen=20)
 
     # --- lifecycle ------------------------------------------------------------------------
 
@@ -100,6 +106,9 @@ class Runtime:
             ):
                 with contextlib.suppress(ValueError):
                     shell.events.unregister(event, hook)
+        # the cell running the unload had its pre_run_cell: it must not be closed (with a
+        # bogus duration) by the post_run_cell of the cell that loads the bridge again
+        self.recorder.drop_pending()
         self.shutdown()
         self.bridge.unregister()
         atexit.unregister(self.shutdown)
@@ -197,6 +206,17 @@ class Runtime:
         if not new["insight"]:
             self.insight.set_enabled(False)
         return dict(new)  # type: ignore[return-value]
+
+    def report_client_error(self, params: Mapping[str, Any]) -> int:
+        """Keep a front end's report of a kernel message it rejected (the last 20)."""
+        self.client_errors.append(
+            {
+                "time": time.time(),
+                "code": str(params["code"])[:MAX_NAME_CHARS],
+                "message": str(params["message"])[:MAX_CLIENT_ERROR_CHARS],
+            }
+        )
+        return len(self.client_errors)
 
     def clear_history(self) -> int:
         self.ring.clear()

@@ -121,6 +121,35 @@ describe('MemorySession: messages', () => {
     expect(s.status).toBe('connected');
     warn.mockRestore();
   });
+
+  it('answers an invalid kernel message with a report_error request (capped)', () => {
+    const sent: IRequestMessage[] = [];
+    const s = connected(sent);
+    const warn = jest
+      .spyOn(console, 'warn')
+      .mockImplementation(() => undefined);
+    s.handleMessage({ type: 'samples', samples: 'many' });
+    expect(sent).toHaveLength(1);
+    expect(sent[0]).toMatchObject({
+      type: 'request',
+      method: 'report_error',
+      params: { code: 'invalid_message' }
+    });
+    expect((sent[0].params as any).message).toMatch(/samples/);
+    // the kernel's reply settles it; a flood is reported at most 20 times
+    s.handleMessage({
+      type: 'reply',
+      id: sent[0].id,
+      ok: true,
+      result: { kept: 1 }
+    });
+    for (let i = 0; i < 50; i++) {
+      s.handleMessage({ type: 'nonsense' });
+    }
+    expect(sent.filter(m => m.method === 'report_error')).toHaveLength(20);
+    warn.mockRestore();
+    s.dispose();
+  });
 });
 
 describe('MemorySession: restarts and rehydration', () => {

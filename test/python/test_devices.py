@@ -1,12 +1,24 @@
-"""CPU device on this machine, CUDA device logic against a fake allocator."""
+"""CPU device on this machine (mallinfo2 and the RSS fallback), CUDA and MPS device logic
+against fake allocators."""
 
 from __future__ import annotations
 
+import os
+import sys
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 
 import pytest
 
-from vramscope.devices import CpuDevice, CudaDevice, CudaStats, make_delta
+from vramscope.devices import (
+    CpuDevice,
+    CudaDevice,
+    CudaStats,
+    MpsDevice,
+    accelerator_devices,
+    make_delta,
+)
+from vramscope.devices import cpu as cpu_module
 from vramscope.devices.cpu import other_allocator
 
 MIB = 1 << 20
@@ -196,3 +208,167 @@ def test_cuda_cell_that_initialises_cuda_owns_the_peak() -> None:
     delta, _ = dev.end_cell(mark, None)
     assert delta["delta_bytes"] == 64 * MIB and delta["peak_delta_bytes"] == 256 * MIB
     assert ("reset_peak", 0) not in fake.calls
+
+
+# --- MPS against a fake torch.mps -------------------------------------------------------------
+
+
+class FakeMps:
+    """``torch.mps``'s memory functions over counters the test sets."""
+
+    def __init__(self) -> None:
+        self.allocated = 0
+        self.driver = 0
+        self.recommended = 48 * 1024 * MIB
+        self.calls: list[str] = []
+
+    def current_allocated_memory(self) -> int:
+        self.calls.append("current")
+        return self.allocated
+
+    def driver_allocated_memory(self) -> int:
+        self.calls.append("driver")
+        return self.driver
+
+    def recommended_max_memory(self) -> int:
+        self.calls.append("recommended")
+        return self.recommended
+
+
+def fake_torch(mps_available: bool = True, cuda_count: int = 0) -> SimpleNamespace:
+    mps = FakeMps()
+    return SimpleNamespace(
+        mps=mps,
+        cuda=SimpleNamespace(device_count=lambda: cuda_count),
+        backends=SimpleNamespace(
+            cuda=SimpleNamespace(is_built=lambda: cuda_count > 0),
+            mps=SimpleNamespace(is_available=lambda: mps_available),
+        ),
+    )
+
+
+def test_mps_detected_only_when_available() -> None:
+    torch = fake_torch()
+    (dev,) = accelerator_devices(torch)
+    assert isinstance(dev, MpsDevice) and dev.id == "mps" and dev.kind == "mps"
+    assert torch.mps.calls == []  # detection reads no memory
+    assert accelerator_devices(fake_torch(mps_available=False)) == []
+
+    def broken() -> bool:
+        raise RuntimeError("MPS backend broken")
+
+    torch = fake_torch()
+    torch.backends.mps.is_available = broken
+    assert accelerator_devices(torch) == []
+
+
+def test_mps_read_and_info_bytes() -> None:
+    torch = fake_torch()
+    dev = MpsDevice(torch)
+    torch.mps.allocated, torch.mps.driver = 300 * MIB + 5, 512 * MIB
+    assert dev.read() == {"used": 300 * MIB + 5, "reserved": 512 * MIB}
+    info = dev.info()
+    assert info == {
+        "id": "mps",
+        "kind": "mps",
+        "name": "Apple MPS",
+        "total_bytes": 48 * 1024 * MIB,
+        "used_bytes": 300 * MIB + 5,
+        "reserved_bytes": 512 * MIB,
+        "initialized": True,
+        "source": "mps",
+    }
+    # a given sample is reused, the total is asked once
+    torch.mps.calls.clear()
+    assert dev.info({"used": 7, "reserved": 9})["used_bytes"] == 7
+    assert torch.mps.calls == []
+
+
+def test_mps_cell_delta_and_sampler_peak() -> None:
+    torch = fake_torch()
+    dev = MpsDevice(torch)
+    torch.mps.allocated = 100 * MIB
+    mark = dev.begin_cell("reset")  # no peak counter on MPS: the policy changes nothing
+    assert mark.before == 100 * MIB
+    torch.mps.allocated = 164 * MIB
+    delta, sample = dev.end_cell(mark, None)
+    assert delta == {
+        "before_bytes": 100 * MIB,
+        "after_bytes": 164 * MIB,
+        "delta_bytes": 64 * MIB,
+        "peak_delta_bytes": 64 * MIB,
+    }
+    assert sample["used"] == 164 * MIB
+    mark = dev.begin_cell("preserve")
+    torch.mps.allocated = 100 * MIB  # freed 64 MiB after a 300 MiB spike the sampler saw
+    delta, _ = dev.end_cell(mark, 464 * MIB)
+    assert delta["delta_bytes"] == -64 * MIB and delta["peak_delta_bytes"] == 300 * MIB
+
+
+# --- CPU without mallinfo2: RSS -------------------------------------------------------------
+
+
+def statm_rss() -> int:
+    """Ground truth: resident pages from /proc/self/statm times the page size."""
+    with open("/proc/self/statm", "rb") as fh:
+        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+needs_proc = pytest.mark.skipif(
+    not os.path.exists("/proc/self/statm"), reason="needs Linux /proc/self/statm"
+)
+
+
+@needs_proc
+@pytest.mark.parametrize("how", ["use_mallinfo2=False", "load_mallinfo2 is None"])
+def test_cpu_rss_fallback_reads_rss(monkeypatch: pytest.MonkeyPatch, how: str) -> None:
+    if how == "use_mallinfo2=False":
+        cpu = CpuDevice(use_mallinfo2=False)
+    else:
+        monkeypatch.setattr(cpu_module, "load_mallinfo2", lambda: None)
+        cpu = CpuDevice()
+    try:
+        assert cpu.source == "rss"
+        truth_before = statm_rss()
+        sample = cpu.read()
+        truth_after = statm_rss()
+        for value in (sample["used"], sample["reserved"]):
+            assert truth_before - MIB <= value <= truth_after + MIB, (value, truth_before)
+        assert sample["used"] > 10 * MIB  # a Python process with pytest loaded
+        info = cpu.info(sample)
+        assert info["name"] == "CPU (RSS)" and info["source"] == "rss"
+        assert info["used_bytes"] == sample["used"]
+        total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        assert info["total_bytes"] == total
+    finally:
+        cpu.close()
+
+
+@needs_proc
+def test_cpu_rss_fallback_cell_delta_matches_statm() -> None:
+    cpu = CpuDevice(use_mallinfo2=False)
+    try:
+        mark = cpu.begin_cell("reset")
+        truth_before = statm_rss()
+        kept = bytearray(64 * MIB)  # zero-filled by calloc/memset: resident
+        truth_after = statm_rss()
+        delta, sample = cpu.end_cell(mark, None)
+        truth_delta = truth_after - truth_before
+        assert truth_delta >= 60 * MIB  # the ground truth itself saw the pages
+        assert abs(delta["delta_bytes"] - truth_delta) <= 2 * MIB, (delta, truth_delta)
+        assert abs(sample["used"] - truth_after) <= 2 * MIB
+        assert delta["peak_delta_bytes"] >= delta["delta_bytes"]
+        del kept
+    finally:
+        cpu.close()
+
+
+def test_cpu_rss_without_statm_uses_the_rusage_peak() -> None:
+    import resource
+
+    cpu = CpuDevice(use_mallinfo2=False)
+    cpu.close()  # no /proc/self/statm descriptor: the last resort, ru_maxrss
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    peak_bytes = peak if sys.platform == "darwin" else peak * 1024
+    used = cpu.read()["used"]
+    assert peak_bytes <= used <= peak_bytes + 4 * MIB

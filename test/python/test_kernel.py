@@ -165,6 +165,43 @@ def test_samples_stream_while_cell_busy(kernel: KernelHarness, streams: dict[str
     assert sum(1 for a, b in zip(used, used[1:]) if b < a - MIB) <= 2
 
 
+def test_samples_stream_while_cell_computes(kernel: KernelHarness, streams: dict[str, Any]) -> None:
+    """A cell holding the GIL in pure Python (no sleep, no I/O) still gets live samples: the
+    batches are sent, by the kernel, before it sends that cell's execute_reply."""
+    stream = streams["stream"]
+    start = len(kernel.iopub)
+    code = "x = 0\nend = time.time() + 1.5\nwhile time.time() < end:\n    x += 1"
+    msg_id = kernel.send_execute(code, "cell-compute")
+    reply = kernel.reply(msg_id)
+    assert reply["content"]["status"] == "ok"
+    idle = kernel.wait_iopub(
+        lambda m: (
+            m["msg_type"] == "status"
+            and m["parent_header"].get("msg_id") == msg_id
+            and m["content"]["execution_state"] == "idle"
+        ),
+        timeout=30,
+    )
+    began = next(
+        m
+        for m in kernel.iopub[start:]
+        if m["msg_type"] == "execute_input" and m["parent_header"].get("msg_id") == msg_id
+    )
+    busy, done = kernel.iopub.index(began), kernel.iopub.index(idle)
+    # arrival order on iopub: after the cell's execute_input, before its idle status
+    live = list(kernel.messages_between(busy, stream, "samples"))
+    live = [m for m in live if kernel.iopub.index(m) < done]
+    # and by the kernel's own clock: sent before the execute_reply
+    sent_before_reply = [m for m in live if m["header"]["date"] < reply["header"]["date"]]
+    assert len(sent_before_reply) >= 3, f"{len(sent_before_reply)} batches while computing"
+    # their samples were taken while the loop ran (not queued up and read afterwards)
+    x = kernel.eval("x")
+    assert x > 1000
+    loop_end = kernel.eval("end")
+    taken = [s["t"] for m in sent_before_reply for s in m["content"]["data"]["samples"]]
+    assert sum(1 for t in taken if loop_end - 1.5 <= t <= loop_end) >= 3, taken
+
+
 def test_report_and_settings(kernel: KernelHarness, streams: dict[str, Any]) -> None:
     control = streams["control"]
     out = kernel.request(control, "set_settings", {"history_limit": 5})

@@ -124,3 +124,29 @@ def test_torch_oom_error_is_oom() -> None:
 def test_code_head_limits() -> None:
     assert code_head("") == "" and code_head(None) == ""
     assert len(code_head("a" * 500)) == 120
+
+
+def test_drop_pending_forgets_a_cell_whose_post_run_cell_never_comes() -> None:
+    """``%unload_ext`` removes the hooks inside a cell: its pre_run_cell ran, its
+    post_run_cell never will; the next post_run_cell (of the cell that loads the bridge
+    again) must not close it with a bogus record."""
+    dev = StepDevice()
+    closed: list[int] = []
+    out: list[CellRecord] = []
+    rec = CellRecorder(
+        devices=lambda: [dev],
+        peak_policy=lambda: "reset",
+        open_window=lambda: None,
+        close_window=lambda: closed.append(1) or {},
+        on_record=lambda r, _after: out.append(r),
+    )
+    rec.pre_run_cell(SimpleNamespace(cell_id="unload", raw_cell="%unload_ext vramscope"))
+    rec.drop_pending()
+    assert closed == [1]  # the sampler's window is closed too
+    rec.drop_pending()  # idempotent
+    assert closed == [1]
+    assert rec.post_run_cell(_result()) is None
+    assert out == [] and rec.history() == []
+    rec.pre_run_cell(SimpleNamespace(cell_id="next", raw_cell="x = 1"))
+    assert rec.post_run_cell(_result()) is not None
+    assert [r["cell_id"] for r in out] == ["next"]

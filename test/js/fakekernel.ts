@@ -1,0 +1,179 @@
+/**
+ * Fakes of a kernel connection, its comms and a session context, as KernelBridge sees them
+ * (shared by the bridge and tracker tests).
+ */
+import { Signal } from '@lumino/signaling';
+
+export type Status = string;
+
+export interface IReply {
+  status: string;
+  ename?: string;
+  evalue?: string;
+}
+
+/** A comm as the bridge sees it; the test drives `onMsg` / `onClose`. */
+export class FakeComm {
+  constructor(
+    readonly kernel: FakeKernel,
+    readonly targetName: string
+  ) {}
+  isDisposed = false;
+  channel: string | null = null;
+  metadata: unknown = null;
+  sent: any[] = [];
+  closed = false;
+  onMsg: (msg: any) => void = () => undefined;
+  onClose: (msg: any) => void = () => undefined;
+  open(data: { channel: string }, metadata: unknown): void {
+    this.channel = data.channel;
+    this.metadata = metadata;
+  }
+  send(data: unknown): void {
+    this.sent.push(data);
+  }
+  close(): void {
+    this.closed = true;
+    this.isDisposed = true;
+  }
+  dispose(): void {
+    this.isDisposed = true;
+  }
+  /** A message from the kernel on this comm. */
+  receive(data: unknown): void {
+    this.onMsg({ content: { comm_id: 'x', data } });
+  }
+}
+
+/** An execute the kernel has not answered yet. */
+export interface IPendingExecute {
+  code: string;
+  reply(content: IReply): void;
+  cancel(): void;
+}
+
+export class FakeKernel {
+  constructor(
+    readonly id: string,
+    language = 'python'
+  ) {
+    this._language = language;
+  }
+  status: Status = 'idle';
+  connectionStatus = 'connected';
+  isDisposed = false;
+  statusChanged = new Signal<FakeKernel, Status>(this);
+  connectionStatusChanged = new Signal<FakeKernel, string>(this);
+  comms: FakeComm[] = [];
+  executes: IPendingExecute[] = [];
+  /** Answer bootstraps at once with this reply (null: leave them pending). */
+  autoReply: IReply | null = { status: 'ok' };
+
+  get spec(): Promise<{ language: string }> {
+    return Promise.resolve({ language: this._language });
+  }
+  get info(): Promise<unknown> {
+    return Promise.resolve({ language_info: { name: this._language } });
+  }
+
+  setStatus(status: Status): void {
+    this.status = status;
+    this.statusChanged.emit(status);
+  }
+  setConnection(status: string): void {
+    this.connectionStatus = status;
+    this.connectionStatusChanged.emit(status);
+  }
+
+  requestExecute(content: { code: string }): any {
+    let resolveDone: () => void = () => undefined;
+    let rejectDone: (e: Error) => void = () => undefined;
+    const done = new Promise<void>((res, rej) => {
+      resolveDone = res;
+      rejectDone = rej;
+    });
+    done.catch(() => undefined);
+    const future: any = { onReply: () => undefined, done };
+    const pending: IPendingExecute = {
+      code: content.code,
+      reply: (c: IReply) => {
+        future.onReply({ content: c });
+        resolveDone();
+      },
+      cancel: () => rejectDone(new Error('Canceled future'))
+    };
+    this.executes.push(pending);
+    if (this.autoReply) {
+      const reply = this.autoReply;
+      void Promise.resolve().then(() => pending.reply(reply));
+    }
+    return future;
+  }
+
+  createComm(target: string): FakeComm {
+    const comm = new FakeComm(this, target);
+    this.comms.push(comm);
+    return comm;
+  }
+
+  /** The comms currently open on a channel. */
+  open(channel: string): FakeComm[] {
+    return this.comms.filter(c => c.channel === channel && !c.isDisposed);
+  }
+
+  private _language: string;
+}
+
+export class FakeContext {
+  constructor(kernel: FakeKernel | null) {
+    this.session = kernel ? { kernel } : null;
+  }
+  session: { kernel: FakeKernel } | null;
+  isRestarting = false;
+  ready = Promise.resolve();
+  kernelChanged = new Signal<FakeContext, any>(this);
+  statusChanged = new Signal<FakeContext, Status>(this);
+
+  /** What SessionContext.restartKernel() emits, around a kernel restart. */
+  async restart(
+    kernel: FakeKernel,
+    between?: () => Promise<void>
+  ): Promise<void> {
+    this.isRestarting = true;
+    this.statusChanged.emit('restarting');
+    kernel.setStatus('restarting');
+    for (const c of kernel.comms) {
+      c.dispose(); // KernelConnection._clearKernelState
+    }
+    kernel.connectionStatus = 'connecting'; // set before the 'unknown' status, as in JupyterLab
+    kernel.setStatus('unknown');
+    kernel.connectionStatusChanged.emit('connecting');
+    kernel.setConnection('connected');
+    if (between) {
+      await between();
+    }
+    this.isRestarting = false;
+    this.statusChanged.emit(kernel.status);
+    this.kernelChanged.emit({
+      name: 'kernel',
+      oldValue: kernel,
+      newValue: kernel
+    });
+  }
+
+  changeKernel(kernel: FakeKernel | null): void {
+    const old = this.session?.kernel ?? null;
+    this.session = kernel ? { kernel } : null;
+    this.kernelChanged.emit({
+      name: 'kernel',
+      oldValue: old,
+      newValue: kernel
+    });
+  }
+}
+
+export const flush = async (n = 10): Promise<void> => {
+  for (let i = 0; i < n; i++) {
+    await Promise.resolve();
+  }
+};
