@@ -209,6 +209,11 @@ export interface IRequestMap {
   set_settings: { params: Partial<ISettings>; result: { settings: ISettings } };
   get_insight: { params: { model?: string }; result: { insight: IInsight } };
   clear_history: { params: Record<string, never>; result: { cleared: number } };
+  /** The front end tells the kernel it rejected one of its messages (kept for the report). */
+  report_error: {
+    params: { code: string; message: string };
+    result: { kept: number };
+  };
 }
 
 export type Method = keyof IRequestMap;

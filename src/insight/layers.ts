@@ -33,7 +33,7 @@ export function layerTooltip(l: ILayerInfo): string {
   const shape = l.output_shape ? `[${l.output_shape.join(', ')}]` : 'n/a';
   return [
     `${l.path || '(root)'} (${l.type})`,
-    `saved for backward: ${formatBytes(l.saved_bytes)} (peak ${formatBytes(l.peak_saved_bytes)})`,
+    `saved for backward: ${formatBytes(l.saved_bytes)} = ${l.saved_bytes.toLocaleString('en-US')} bytes (peak ${formatBytes(l.peak_saved_bytes)})`,
     `output shape: ${shape}`,
     `parameters: ${formatBytes(l.param_bytes)}, gradients: ${formatBytes(l.grad_bytes)}`
   ].join('\n');
@@ -129,6 +129,7 @@ export class LayersView extends Widget {
       row.className = 'vramscope-Layers-bar';
       row.setAttribute('role', 'listitem');
       row.dataset.path = l.path;
+      row.dataset.bytes = String(l.saved_bytes);
       row.title = layerTooltip(l);
 
       const name = document.createElement('span');
@@ -160,6 +161,7 @@ export class LayersView extends Widget {
       this._list.appendChild(row);
     }
     const total = this._layers.reduce((s, l) => s + l.saved_bytes, 0);
+    this._foot.dataset.totalBytes = String(total);
     if (!this._layers.length) {
       this._foot.textContent =
         'No layers recorded yet: run a forward pass of the watched model.';

@@ -170,6 +170,7 @@ export class MemorySession implements IMemorySession {
     if (typeof msg === 'string') {
       this.addWarning(`Dropped an invalid message from the kernel: ${msg}`);
       console.warn('vramscope: dropped an invalid kernel message:', msg, raw);
+      this._reportInvalid(msg);
       return null;
     }
     try {
@@ -367,6 +368,18 @@ export class MemorySession implements IMemorySession {
     }
   }
 
+  /** Answer an invalid kernel message with a `report_error` request (at most 20 a session). */
+  private _reportInvalid(reason: string): void {
+    if (this._status !== 'connected' || this._errorsReported >= 20) {
+      return;
+    }
+    this._errorsReported++;
+    this.request('report_error', {
+      code: 'invalid_message',
+      message: reason.slice(0, 480)
+    }).catch(() => undefined);
+  }
+
   private _onReply(method: Method, result: unknown): void {
     if (method === 'set_settings') {
       const settings = (result as { settings?: ISettings } | null)?.settings;
@@ -491,6 +504,7 @@ export class MemorySession implements IMemorySession {
   private _sessionId: string | null = null;
   private _bridgeVersion: string | null = null;
   private _transport: ((message: IRequestMessage) => void) | null = null;
+  private _errorsReported = 0;
   private _pending = new Map<string, Private.IPending>();
   private _timeoutMs: number;
   private _maxCells: number;

@@ -67,6 +67,11 @@ test.describe('per-cell memory (issue 2)', () => {
       );
     });
     await page.locator('.jp-Dialog .jp-mod-accept').click();
+    // The restart is seen (its marker row in the table) before the panel reconnects, so the
+    // "connected" below is the new kernel's, not the old one's.
+    await expect(
+      page.locator('#vramscope-panel .vramscope-CellTable-restart')
+    ).toHaveCount(1, { timeout: 30_000 });
     await expect(status).toHaveAttribute('data-status', 'connected', {
       timeout: 30_000
     });
@@ -83,6 +88,56 @@ test.describe('per-cell memory (issue 2)', () => {
     // History from before the restart is kept.
     await expect(rows(page).filter({ hasText: '+64.0 MiB' })).toHaveCount(1);
     expect(await rows(page).count()).toBeGreaterThanOrEqual(before + 2);
+  });
+
+  /**
+   * The footer values are stored in the cell metadata: saved, closed (its session gone) and
+   * reopened, the notebook shows them again before anything runs.
+   */
+  test('footers are saved in the notebook and shown again when it is reopened', async ({
+    page,
+    tmpPath
+  }) => {
+    await newNotebookWithPanel(page, 'persist.ipynb');
+    await runCode(page, 0, 'import torch');
+    await runCode(page, 1, 'x = torch.ones(16 * 1024 * 1024)  # 64 MiB');
+    const footer = () =>
+      page.notebook
+        .getCellLocator(1)
+        .then(cell => cell!.locator('.vramscope-CellFooter-text'));
+    await expect(await footer()).toContainText('+64.0 MiB');
+    await page.notebook.save();
+
+    // On disk: the cell's metadata carries the record (bytes exactly 64 MiB).
+    const stored = await page.evaluate(async path => {
+      const app = (window as any).jupyterapp;
+      const model = await app.serviceManager.contents.get(path);
+      return model.content.cells[1].metadata.vramscope;
+    }, `${tmpPath}/persist.ipynb`);
+    expect(stored.execution_count).toBe(2);
+    expect(stored.devices.cpu.delta_bytes).toBeGreaterThanOrEqual(
+      0.99 * 64 * 2 ** 20
+    );
+    expect(stored.devices.cpu.delta_bytes).toBeLessThanOrEqual(
+      1.01 * 64 * 2 ** 20
+    );
+
+    await page.evaluate(() => {
+      void (window as any).jupyterapp.commands.execute(
+        'notebook:close-and-shutdown'
+      );
+    });
+    await page.locator('.jp-Dialog .jp-mod-accept').click();
+    await expect(page.locator('.jp-NotebookPanel')).toHaveCount(0);
+    await page.evaluate(async path => {
+      await (window as any).jupyterapp.commands.execute('docmanager:open', {
+        path
+      });
+    }, `${tmpPath}/persist.ipynb`);
+    await expect(page.locator('.jp-NotebookPanel')).toHaveCount(1);
+    await expect(await footer()).toContainText('+64.0 MiB');
+    // ... shown from the metadata: the new session has recorded no cell
+    await expect(rows(page)).toHaveCount(0);
   });
 
   /**

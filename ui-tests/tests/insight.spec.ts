@@ -1,27 +1,61 @@
-import { expect, test } from '@jupyterlab/galata';
+import * as path from 'path';
 
-import { cellOutput, newNotebookWithPanel, runCode } from './lab';
-import { panelBuilt, screenshotPath } from './utils';
+import { expect, IJupyterLabPageFixture, test } from '@jupyterlab/galata';
 
-/** examples/demo.ipynb's model (examples/make_demo.py), with one forward pass kept. */
-const DEMO_MODEL = [
-  'model = torch.nn.TransformerEncoder(',
-  '    torch.nn.TransformerEncoderLayer(',
-  '        d_model=512, nhead=8, dim_feedforward=2048, batch_first=True',
-  '    ),',
-  '    num_layers=2,',
-  ')',
-  'batch = torch.randn(12, 64, 512)',
-  'out = model(batch)  # keeps its graph: the saved activations per layer'
+import { cellOutput, openPanel, runCode } from './lab';
+import { panelBuilt, ROOT, screenshotPath } from './utils';
+
+/**
+ * Ground truth computed in the kernel, independently of vramscope's hooks: walk the autograd
+ * graphs of the `losses` list and add up every tensor saved for backward (`_saved_*`
+ * attributes), once per storage, leaving out the parameters.
+ */
+const SAVED_TRUTH = [
+  'def _saved_truth(roots, params):',
+  '    seen, nodes, total, stack = set(), set(), 0, [r.grad_fn for r in roots]',
+  '    while stack:',
+  '        fn = stack.pop()',
+  '        if fn is None or fn in nodes:',
+  '            continue',
+  '        nodes.add(fn)',
+  '        for name in dir(fn):',
+  '            if not name.startswith("_saved_"):',
+  '                continue',
+  '            value = getattr(fn, name)',
+  '            for t in value if isinstance(value, (tuple, list)) else (value,):',
+  '                if isinstance(t, torch.Tensor):',
+  '                    ptr = t.untyped_storage().data_ptr()',
+  '                    if ptr and ptr not in params and ptr not in seen:',
+  '                        seen.add(ptr)',
+  '                        total += t.untyped_storage().nbytes()',
+  '        stack.extend(f for f, _ in fn.next_functions)',
+  '    return total',
+  '',
+  '_params = {p.untyped_storage().data_ptr() for p in model.parameters()}',
+  'print(_saved_truth(losses, _params))'
 ].join('\n');
 
-/** The classic leak of the demo: every step's graph kept alive by the list. */
-const LEAK = [
-  'losses = []',
-  'for _ in range(4):',
-  '    loss = model(batch).pow(2).mean()',
-  '    losses.append(loss)  # leak: holds the graph of every step'
-].join('\n');
+/** Index of the first cell whose source contains `needle`. */
+async function cellIndex(
+  page: IJupyterLabPageFixture,
+  needle: string
+): Promise<number> {
+  const index = await page.evaluate(needle => {
+    const nb = (window as any).jupyterapp.shell.currentWidget.content;
+    return nb.widgets.findIndex((c: any) =>
+      c.model.sharedModel.getSource().includes(needle)
+    );
+  }, needle);
+  expect(index, `a demo cell containing ${needle}`).toBeGreaterThanOrEqual(0);
+  return index;
+}
+
+/** Number of cells of the current notebook. */
+async function cellCount(page: IJupyterLabPageFixture): Promise<number> {
+  return page.evaluate(
+    () => (window as any).jupyterapp.shell.currentWidget.content.widgets.length
+  );
+}
 
 test.describe('model insight (issue 4)', () => {
   test.use({ kernels: null, sessions: null });
@@ -31,12 +65,27 @@ test.describe('model insight (issue 4)', () => {
     'the front end has no #vramscope-panel yet (src/index.ts)'
   );
 
-  test('the layer chart, breakdown and holders of the demo model', async ({
-    page
+  test('the layer chart, breakdown and holders after the demo notebook runs', async ({
+    page,
+    tmpPath
   }) => {
+    test.setTimeout(240_000);
     await page.setViewportSize({ width: 1400, height: 1040 });
-    await newNotebookWithPanel(page, 'insight.ipynb', 560);
+    // The real demo notebook that README's first command opens.
+    await page.contents.uploadFile(
+      path.join(ROOT, 'examples', 'demo.ipynb'),
+      `${tmpPath}/demo.ipynb`
+    );
+    await page.notebook.openByPath(`${tmpPath}/demo.ipynb`);
+    await page.sidebar.close('left');
+    await openPanel(page);
+    await page.sidebar.setWidth(560, 'right');
     const panel = page.locator('#vramscope-panel');
+    await expect(panel.locator('.vramscope-Status')).toHaveAttribute(
+      'data-status',
+      'connected',
+      { timeout: 60_000 }
+    );
     const insight = panel.locator('.vramscope-Insight');
     // Only model insight: collapse the other sections.
     for (const title of ['Devices', 'Timeline', 'Cells']) {
@@ -47,22 +96,48 @@ test.describe('model insight (issue 4)', () => {
         .click();
     }
 
-    // A loaded two-core machine can be slower than the default 20 ms holders-scan budget.
+    // A loaded two-core machine can be slower than the default 20 ms holders-scan budget:
+    // a cell added at the end, run first.
+    const n = await cellCount(page);
     await runCode(
       page,
-      0,
-      'import torch\nimport vramscope\n\ntorch.manual_seed(0)\n' +
-        '_ = vramscope.settings(insight_budget_ms=2000)'
+      n,
+      'import vramscope\n_ = vramscope.settings(insight_budget_ms=2000)'
     );
-    await runCode(page, 1, DEMO_MODEL);
+    // The demo's cells in order, up to the losses-list leak (a forward pass per step, each
+    // graph kept alive by the list).
+    const leak = await cellIndex(page, 'losses.append(loss)  #');
+    for (let i = 0; i <= leak; i++) {
+      const type = await page.evaluate(
+        i =>
+          (window as any).jupyterapp.shell.currentWidget.content.widgets[i]
+            .model.type,
+        i
+      );
+      if (type === 'code') {
+        await page.notebook.runCell(i, { inplace: true });
+      }
+    }
     await runCode(
       page,
-      2,
-      'sum(p.numel() * p.element_size() for p in model.parameters())'
+      n + 1,
+      [
+        '# every module in the namespace (the demo keeps its template `layer` too),',
+        '# each parameter and buffer storage once',
+        '_storages = {}',
+        'for _m in [v for v in list(globals().values()) if isinstance(v, torch.nn.Module)]:',
+        '    for _t in [*_m.parameters(), *_m.buffers()]:',
+        '        _storages[_t.untyped_storage().data_ptr()] = _t.untyped_storage().nbytes()',
+        'print(sum(_storages.values()))'
+      ].join('\n')
     );
-    const paramBytes = await cellOutput(page, 2);
+    const paramBytes = await cellOutput(page, n + 1);
     expect(paramBytes).toMatch(/^\d+$/);
     expect(Number(paramBytes)).toBeGreaterThan(20 * 2 ** 20); // ~25 MiB of float32
+    await runCode(page, n + 2, SAVED_TRUTH);
+    const truth = await cellOutput(page, n + 2);
+    expect(truth).toMatch(/^\d+$/);
+    expect(Number(truth)).toBeGreaterThan(2 ** 20);
 
     await test.step('the model picker and the parameters row', async () => {
       await expect(insight.locator('.vramscope-Insight-model')).toContainText(
@@ -75,7 +150,17 @@ test.describe('model insight (issue 4)', () => {
       ).toHaveAttribute('data-bytes', paramBytes);
     });
 
-    await test.step('per-layer saved activations of the forward pass', async () => {
+    await test.step('per-layer saved activations equal the graph walk, to the byte', async () => {
+      // the whole model's total, and every row shown adding up to it
+      await expect(insight.locator('.vramscope-Layers-foot')).toHaveAttribute(
+        'data-total-bytes',
+        truth
+      );
+      await expect(
+        insight.locator(
+          '.vramscope-Breakdown-device[data-device="cpu"] .vramscope-Breakdown-row[data-key="activations"]'
+        )
+      ).toHaveAttribute('data-bytes', truth);
       const bar = (p: string) =>
         insight.locator(`.vramscope-Layers-bar[data-path="${p}"]`);
       for (const p of ['layers.0.self_attn', 'layers.1.self_attn']) {
@@ -87,17 +172,25 @@ test.describe('model insight (issue 4)', () => {
           /^[1-9][\d.]* (KiB|MiB)/
         );
       }
-      await expect(insight.locator('.vramscope-Layers-bar')).toHaveCount(15);
+      await insight.locator('.vramscope-Layers-topn').fill('100');
+      await insight.locator('.vramscope-Layers-topn').press('Enter');
+      const bytes = await insight
+        .locator('.vramscope-Layers-bar')
+        .evaluateAll(rows =>
+          rows.map(r => Number((r as HTMLElement).dataset.bytes))
+        );
+      expect(bytes.reduce((a, b) => a + b, 0)).toBe(Number(truth));
       const paths = await insight
         .locator('.vramscope-Layers-bar')
         .evaluateAll(rows => rows.map(r => (r as HTMLElement).dataset.path));
       for (const p of paths) {
         expect(p).toMatch(/^(|layers(\.[01](\.[a-z_0-9]+)*)?|<other>)$/);
       }
+      await insight.locator('.vramscope-Layers-topn').fill('15');
+      await insight.locator('.vramscope-Layers-topn').press('Enter');
     });
 
     await test.step('the losses list is listed as holding graphs', async () => {
-      await runCode(page, 3, LEAK);
       const losses = insight.locator(
         '.vramscope-Holders-row[data-name="losses"]'
       );
@@ -109,12 +202,11 @@ test.describe('model insight (issue 4)', () => {
       await expect(losses.locator('.vramscope-Holders-bytes')).toHaveText(
         /^[1-9][\d.]* MiB$/
       );
-      await expect(
-        insight.locator('.vramscope-Holders-row[data-name="out"]')
-      ).toBeVisible();
     });
 
     await panel.evaluate(node => (node.scrollTop = 0));
+    // the notebook shows the leak cell (its footer) next to the panel
+    await (await page.notebook.getCellLocator(leak))!.scrollIntoViewIfNeeded();
     await page.screenshot({ path: screenshotPath('insight.png') });
   });
 });
