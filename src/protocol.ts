@@ -209,6 +209,8 @@ export interface IRequestMap {
   set_settings: { params: Partial<ISettings>; result: { settings: ISettings } };
   get_insight: { params: { model?: string }; result: { insight: IInsight } };
   clear_history: { params: Record<string, never>; result: { cleared: number } };
+  /** The kernel's kept samples newer than `since` (all when absent): backfills the timeline. */
+  get_samples: { params: { since?: number }; result: { samples: ISample[] } };
   /** The front end tells the kernel it rejected one of its messages (kept for the report). */
   report_error: {
     params: { code: string; message: string };

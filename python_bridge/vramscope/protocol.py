@@ -21,7 +21,13 @@ ErrorCode = Literal[
     "internal",
 ]
 Method = Literal[
-    "get_report", "get_devices", "set_settings", "get_insight", "clear_history", "report_error"
+    "get_report",
+    "get_devices",
+    "set_settings",
+    "get_insight",
+    "clear_history",
+    "report_error",
+    "get_samples",
 ]
 METHODS: tuple[str, ...] = (
     "get_report",
@@ -30,6 +36,7 @@ METHODS: tuple[str, ...] = (
     "get_insight",
     "clear_history",
     "report_error",
+    "get_samples",
 )
 #: Longest ``report_error`` message the kernel keeps (longer ones are cut).
 MAX_CLIENT_ERROR_CHARS = 500
@@ -325,6 +332,12 @@ def validate_request(obj: object) -> Request:
         if isinstance(model, str) and not 0 < len(model) <= MAX_NAME_CHARS:
             raise ProtocolError(
                 "invalid_params", f"'model' must be a name of 1..{MAX_NAME_CHARS} chars", raw_id
+            )
+    if method == "get_samples":
+        since = params.get("since")
+        if since is not None and not is_finite_number(since):
+            raise ProtocolError(
+                "invalid_params", f"'since' must be a finite number, got {_kind(since)}", raw_id
             )
     if method == "report_error":
         for key in ("code", "message"):

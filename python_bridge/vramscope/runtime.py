@@ -57,6 +57,7 @@ class Runtime:
                 "get_insight": lambda p: {"insight": self.insight.snapshot(p.get("model"))},
                 "clear_history": lambda _p: {"cleared": self.clear_history()},
                 "report_error": lambda p: {"kept": self.report_client_error(p)},
+                "get_samples": lambda p: {"samples": self.samples_since(p.get("since"))},
             },
             hello=self.hello,
         )
@@ -206,6 +207,13 @@ class Runtime:
         if not new["insight"]:
             self.insight.set_enabled(False)
         return dict(new)  # type: ignore[return-value]
+
+    def samples_since(self, since: float | None) -> list[Sample]:
+        """The kept samples newer than ``since`` (all of them when None), oldest first."""
+        samples = self.ring.snapshot()
+        if since is None:
+            return samples
+        return [s for s in samples if s["t"] > since]
 
     def report_client_error(self, params: Mapping[str, Any]) -> int:
         """Keep a front end's report of a kernel message it rejected (the last 20)."""

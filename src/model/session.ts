@@ -23,7 +23,7 @@ import {
   PROTOCOL_VERSION
 } from '../protocol';
 import { ConnectionStatus, ICellEntry, IMemorySession } from '../tokens';
-import { validateKernelMessage } from '../validate';
+import { validateKernelMessage, validateSample } from '../validate';
 import { RingBuffer } from './ringbuffer';
 
 /** A request rejected by the kernel with an `error` message (or by a timeout / disconnect). */
@@ -428,6 +428,67 @@ export class MemorySession implements IMemorySession {
     this.setStatus('connected', msg.warnings.join(' '));
     this._changed.emit();
     this._helloReceived.emit(msg);
+    void this._backfillSamples();
+  }
+
+  /**
+   * Fetch the samples the kernel kept that this session has not seen (a reloaded page, a
+   * reconnect after a dropped comm), so the timeline loses nothing the kernel still has.
+   */
+  private async _backfillSamples(): Promise<void> {
+    const last = this._samples.length
+      ? this._samples.get(this._samples.length - 1).t
+      : null;
+    let samples: unknown;
+    try {
+      const result = await this.request(
+        'get_samples',
+        last === null ? {} : { since: last }
+      );
+      samples = result?.samples;
+    } catch {
+      return; // an older bridge, or disconnected meanwhile: nothing to add
+    }
+    if (!Array.isArray(samples) || this._isDisposed) {
+      return;
+    }
+    const held = new Set<number>();
+    for (let i = this._samples.length - 1; i >= 0; i--) {
+      const t = this._samples.get(i).t;
+      if (last !== null && t <= last) {
+        break;
+      }
+      held.add(t); // live samples that came in while the request was answered
+    }
+    const fresh: ISample[] = [];
+    for (const raw of samples) {
+      const sample = validateSample(raw);
+      if (typeof sample === 'string') {
+        this.addWarning(`Dropped an invalid sample from the kernel: ${sample}`);
+        return;
+      }
+      if ((last === null || sample.t > last) && !held.has(sample.t)) {
+        fresh.push(sample);
+      }
+    }
+    if (!fresh.length) {
+      return;
+    }
+    this._insertSamples(fresh);
+  }
+
+  /**
+   * Merge samples into the ones held, in time order. A new buffer object: views that mirror
+   * the buffer (the timeline's series) see a different buffer and read it again from the start.
+   */
+  private _insertSamples(fresh: ISample[]): void {
+    const all = [...fresh, ...this._samples.toArray()].sort(
+      (a, b) => a.t - b.t
+    );
+    const ring = new RingBuffer<ISample>(this._samples.capacity);
+    ring.push(...all.slice(-ring.capacity));
+    this._samples = ring;
+    this._samplesAdded.emit(fresh);
   }
 
   private _setDevices(devices: IDeviceInfo[]): void {

@@ -58,7 +58,9 @@ describe('KernelBridge: connecting', () => {
     const { bridge } = setup(kernel);
     await connected(kernel);
     await flush();
-    expect(kernel.open('control')[0].sent).toEqual([]);
+    expect(
+      kernel.open('control')[0].sent.filter(m => m.method !== 'get_samples')
+    ).toEqual([]);
     bridge.dispose();
   });
 
@@ -71,6 +73,7 @@ describe('KernelBridge: connecting', () => {
     kernel.open('stream')[0].receive(hello());
     await flush();
     const control = kernel.open('control')[0];
+    control.sent = control.sent.filter(m => m.method !== 'get_samples');
     expect(control.sent).toHaveLength(1);
     expect(control.sent[0]).toMatchObject({
       type: 'request',

@@ -11,8 +11,64 @@ function connected(sent: IRequestMessage[] = []): MemorySession {
   });
   s.setTransport(m => sent.push(m));
   s.handleMessage(hello());
+  // hello is followed by a request for the samples the kernel kept: answer it (none)
+  const backfill = sent.findIndex(m => m.method === 'get_samples');
+  expect(backfill).toBeGreaterThanOrEqual(0);
+  const [request] = sent.splice(backfill, 1);
+  s.handleMessage({
+    type: 'reply',
+    id: request.id,
+    ok: true,
+    result: { samples: [] }
+  });
   return s;
 }
+
+describe('MemorySession: backfill of the kernel-kept samples', () => {
+  const sample = (t: number, used = 1000) => ({ t, d: { cpu: { used } } });
+
+  it('fetches every kept sample on a fresh page, then only newer ones', async () => {
+    const sent: IRequestMessage[] = [];
+    const s = new MemorySession({ path: 'nb.ipynb', now: () => 42 });
+    s.setTransport(m => sent.push(m));
+    const added: number[] = [];
+    s.samplesAdded.connect((_, batch) => added.push(batch.length));
+    s.handleMessage(hello());
+    expect(sent).toHaveLength(1);
+    expect(sent[0]).toMatchObject({ method: 'get_samples', params: {} });
+    // a live batch arrives before the reply; the reply repeats it
+    s.handleMessage({ type: 'samples', samples: [sample(13)], dropped: 0 });
+    s.handleMessage({
+      type: 'reply',
+      id: sent[0].id,
+      ok: true,
+      result: { samples: [sample(10), sample(11), sample(12), sample(13)] }
+    });
+    await Promise.resolve();
+    await Promise.resolve();
+    expect(s.samples.toArray().map(x => x.t)).toEqual([10, 11, 12, 13]);
+    expect(added).toEqual([1, 3]);
+
+    // reconnecting (a new hello from the same kernel) asks only for what is newer
+    s.handleMessage(hello());
+    expect(sent[1]).toMatchObject({
+      method: 'get_samples',
+      params: { since: 13 }
+    });
+    s.handleMessage({
+      type: 'reply',
+      id: sent[1].id,
+      ok: true,
+      result: { samples: [sample(14), { t: 'bad' }] }
+    });
+    await Promise.resolve();
+    await Promise.resolve();
+    // an invalid sample drops the reply (with a warning), nothing half-applied
+    expect(s.samples.toArray().map(x => x.t)).toEqual([10, 11, 12, 13]);
+    expect(s.warnings[s.warnings.length - 1]).toMatch(/invalid sample/);
+    s.dispose();
+  });
+});
 
 describe('MemorySession: messages', () => {
   it('hello connects and sets kernel, devices, settings', () => {

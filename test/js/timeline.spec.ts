@@ -285,6 +285,58 @@ describe('TimelineView', () => {
     );
   });
 
+  it('draws the exact maximum of every visible window, whatever the zoom', async () => {
+    view.setSession(session);
+    const t0 = 1_700_000_000;
+    // 20k samples with one short spike: far more than the buckets drawn
+    const samples = sawtooth(20000, { t0, amplitude: GiB });
+    samples[12345].d['cuda:0'].used = 7 * GiB + 123;
+    session.addSamples(samples);
+    const drawnMax = () =>
+      Math.max(
+        ...finite(
+          plot().data.find((d: any) => d.name === 'allocated').y as number[]
+        )
+      ) * GiB;
+    const rawMax = (a: number, b: number) =>
+      Math.max(
+        ...samples
+          .filter(s => s.t >= a && s.t <= b)
+          .map(s => s.d['cuda:0'].used as number)
+      );
+    view.windowSeconds = Infinity;
+    await view.redraw();
+    expect(
+      plot().data.find((d: any) => d.name === 'allocated').y.length
+    ).toBeLessThan(2000);
+    expect(drawnMax()).toBeCloseTo(rawMax(t0, t0 + 2000), -1);
+    // a zoomed window around the spike, and one without it
+    for (const [a, b] of [
+      [t0 + 1200, t0 + 1300],
+      [t0 + 100, t0 + 900]
+    ]) {
+      plot().emit('plotly_relayout', {
+        'xaxis.range[0]': toX(a),
+        'xaxis.range[1]': toX(b)
+      });
+      await view.redraw();
+      expect(drawnMax()).toBeCloseTo(rawMax(a, b), -1);
+    }
+  });
+
+  it('takes its colours from the JupyterLab theme', async () => {
+    view.setSession(session);
+    session.addSamples(sawtooth(100));
+    view.node.style.setProperty('--jp-brand-color1', 'rgb(1, 2, 3)');
+    view.node.style.setProperty('--jp-layout-color1', 'rgb(9, 9, 9)');
+    view.refreshTheme();
+    await view.redraw();
+    expect(plot().layout.paper_bgcolor).toBe('rgb(9, 9, 9)');
+    expect(
+      plot().data.find((d: any) => d.name === 'allocated').line.color
+    ).toBe('rgb(1, 2, 3)');
+  });
+
   it('skips the replot when a live update changes nothing drawn', async () => {
     view.setSession(session);
     const t0 = 1_700_000_000;

@@ -1,4 +1,4 @@
-import { expect, test } from '@jupyterlab/galata';
+import { expect, IJupyterLabPageFixture, test } from '@jupyterlab/galata';
 
 import {
   newNotebookWithPanel,
@@ -33,6 +33,21 @@ const TRAINING_LOOP = [
   '    time.sleep(0.05)'
 ].join('\n');
 
+/** The time (plot x) of the newest point of the first memory line drawn. */
+async function lastPlottedX(page: IJupyterLabPageFixture): Promise<number> {
+  return page.evaluate(() => {
+    const gd = document.querySelector(
+      '#vramscope-panel .vramscope-Timeline-plot'
+    ) as any;
+    const line = (gd?.data ?? []).find((t: any) => t.type === 'scatter');
+    let max = -Infinity;
+    for (const x of line?.x ?? []) {
+      max = Math.max(max, x);
+    }
+    return max;
+  });
+}
+
 test.describe('live timeline (issue 3)', () => {
   test.use({ kernels: null, sessions: null });
 
@@ -63,6 +78,7 @@ test.describe('live timeline (issue 3)', () => {
       const prompt = await startCode(page, 1, SLOW_CELL);
       await expect(busy).toBeVisible({ timeout: 30_000 });
       const first = await sampleCount();
+      const firstX = await lastPlottedX(page);
       const t0 = Date.now();
       // At 10 Hz, 15 more samples take 1.5 s: the kernel keeps sending while it is busy.
       await expect
@@ -70,6 +86,10 @@ test.describe('live timeline (issue 3)', () => {
         .toBeGreaterThanOrEqual(first + 15);
       const second = await sampleCount();
       const seconds = (Date.now() - t0) / 1000;
+      // ... and the plot itself moves: its newest point is later than it was
+      await expect
+        .poll(() => lastPlottedX(page), { timeout: 10_000 })
+        .toBeGreaterThan(firstX);
       // Both reads happened during the cell: it is still running now.
       await expect(prompt).toHaveText('[*]:');
       await expect(busy).toBeVisible();

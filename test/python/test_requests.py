@@ -1,5 +1,6 @@
-"""``report_error``: the front end's answer to a kernel message it rejected, validated by the
-kernel and kept (bounded) in ``session_report()["client_errors"]``."""
+"""Requests beyond the basics. ``report_error``: the front end's answer to a kernel message it
+rejected, validated by the kernel and kept (bounded) in ``session_report()["client_errors"]``.
+``get_samples``: the kept samples, for a reloaded page to backfill its timeline."""
 
 from __future__ import annotations
 
@@ -51,3 +52,26 @@ def test_report_error_is_kept_in_the_report(kernel: Any) -> None:
     assert errors[0]["message"] == "cell.duration must be a number (5)"
     assert errors[-1]["message"] == "y" * MAX_CLIENT_ERROR_CHARS
     assert {e["code"] for e in errors} == {"invalid_message"}
+
+
+@pytest.mark.kernel
+def test_get_samples_backfills_what_the_kernel_kept(kernel: Any) -> None:
+    """``get_samples``: every kept sample, or only those newer than ``since``."""
+    kernel.run_ok("import time; time.sleep(0.6)")  # a few samples at 10 Hz
+    control = kernel.comm_open("control")
+    reply = kernel.request(control, "get_samples", {})
+    assert reply["type"] == "reply", reply
+    samples = reply["result"]["samples"]
+    kept = kernel.eval("len(__import__('vramscope').session_report()['samples'])")
+    assert 3 <= len(samples) <= kept
+    times = [s["t"] for s in samples]
+    assert times == sorted(times)
+    assert all("cpu" in s["d"] for s in samples)
+    middle = times[len(times) // 2]
+    newer = kernel.request(control, "get_samples", {"since": middle})["result"]["samples"]
+    assert [s["t"] for s in newer][: len(times) - len(times) // 2 - 1] == [
+        t for t in times if t > middle
+    ]
+    for bad in ("soon", True, [1], {}):
+        out = kernel.request(control, "get_samples", {"since": bad})
+        assert out["type"] == "error" and out["code"] == "invalid_params", out
