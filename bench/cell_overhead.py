@@ -7,7 +7,8 @@ median of the per-pair differences and ratios of block medians (target < 0.5 ms 
 pooled medians, and the hook pair's own cost timed inside the kernel; ``--record`` writes
 them to bench/RESULTS.md. No asserts: numbers on a shared machine are noisy.
 
-    python bench/cell_overhead.py [--pairs 16] [--cells 25] [--hz 10] [--torch] [--record]
+    python bench/cell_overhead.py [--pairs 16] [--cells 25] [--hz 10] [--torch] [--gap 0.05]
+                                  [--record]
 """
 
 from __future__ import annotations
@@ -44,6 +45,13 @@ def main() -> None:
     parser.add_argument("--cells", type=int, default=25, help="cells per block")
     parser.add_argument("--hz", type=float, default=10.0, help="sample rate while loaded")
     parser.add_argument("--torch", action="store_true", help="import torch (insight runs too)")
+    parser.add_argument(
+        "--gap",
+        type=float,
+        default=0.05,
+        help="seconds between timed cells (0: back to back, a throughput measure in which "
+        "one cell's work after its reply lands in the next cell's round trip)",
+    )
     parser.add_argument("--record", action="store_true", help="write to bench/RESULTS.md")
     args = parser.parse_args()
 
@@ -66,6 +74,8 @@ def main() -> None:
                 kernel.execute("pass")  # settle after the toggle
                 block: list[float] = []
                 for _ in range(args.cells):
+                    if args.gap:
+                        time.sleep(args.gap)  # as between cells a person runs
                     start = time.perf_counter()
                     kernel.execute("pass")
                     block.append(time.perf_counter() - start)
@@ -87,20 +97,27 @@ def main() -> None:
     pooled_on, pooled_off = med([t for b in on for t in b]), med([t for b in off for t in b])
     total = sum(map(sum, on)) / sum(map(sum, off))
     lines = [
-        f"{args.pairs} A/B pairs of {args.cells} pass cells per block, order alternating",
+        f"{args.pairs} A/B pairs of {args.cells} pass cells per block, order alternating, "
+        + (
+            f"cells {args.gap * 1000:.0f} ms apart (the latency of a cell)"
+            if args.gap
+            else "cells back to back (throughput: work done after one reply delays the next)"
+        ),
         f"added per cell, median of per-pair differences: {med(diffs):+.3f} ms "
         f"(quartiles {q1:+.3f}..{q3:+.3f}; target < 0.5 ms)",
         f"median per-pair ratio loaded/unloaded: {med(ratios):.3f}; total-time ratio {total:.3f}",
         f"pooled medians: loaded {pooled_on * 1000:.3f} ms, unloaded {pooled_off * 1000:.3f} ms "
         f"(n={args.pairs * args.cells} each)",
-        f"pre+post hook pair inside the kernel: {hook_us:.1f} us per cell without a stream comm, "
+        f"pre+post hook pair inside the kernel (the part before the reply; the cell message and "
+        f"model insight are sent after it): {hook_us:.1f} us per cell without a stream comm, "
         f"{hook_stream_us:.1f} us with one (the cell message is sent)"
         + (" (torch imported: includes model insight)" if args.torch else " (torch not imported)")
         + f"; sampler at {args.hz:g} Hz",
     ]
     print("\n".join(lines))
     if args.record:
-        record("cell_overhead" + (" (with torch)" if args.torch else ""), lines)
+        title = "cell_overhead" + (" (with torch)" if args.torch else "")
+        record(title + ("" if args.gap else " back to back"), lines)
 
 
 if __name__ == "__main__":

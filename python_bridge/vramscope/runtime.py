@@ -16,12 +16,14 @@ from typing import Any, cast
 from . import environment
 from ._version import __version__
 from .bridge import Bridge
+from .deferred import Deferred, after_reply
 from .devices import CpuDevice, Device, accelerator_devices
 from .insight_link import InsightLink
 from .protocol import (
     MAX_CLIENT_ERROR_CHARS,
     MAX_NAME_CHARS,
     PROTOCOL_VERSION,
+    CellMessage,
     CellRecord,
     DeviceInfo,
     DeviceSample,
@@ -70,6 +72,8 @@ class Runtime:
             on_record=self._after_cell,
         )
         self.insight = InsightLink(shell, self.device_reading)
+        # model insight after a cell runs once the execute reply is out (coalesced)
+        self._insight_job = Deferred(self._run_insight, busy=lambda: self.recorder.running)
         self._installed_on: Any = None
         self._lock = threading.Lock()
         #: Kernel messages the front end rejected (``report_error`` requests), newest last.
@@ -110,6 +114,7 @@ class Runtime:
         # the cell running the unload had its pre_run_cell: it must not be closed (with a
         # bogus duration) by the post_run_cell of the cell that loads the bridge again
         self.recorder.drop_pending()
+        self._insight_job.cancel()
         self.shutdown()
         self.bridge.unregister()
         atexit.unregister(self.shutdown)
@@ -256,11 +261,15 @@ class Runtime:
             # Once, when torch is first seen imported: new devices and/or new warnings.
             self.bridge.broadcast(self.devices_message())
         if self.bridge.has_streams:
-            self.bridge.broadcast(
-                {"type": "cell", "record": record, "devices": self.device_infos(after)}
-            )
+            # built now (the record and readings of this cell), sent once the reply is out
+            message: CellMessage = {
+                "type": "cell",
+                "record": record,
+                "devices": self.device_infos(after),
+            }
+            after_reply(lambda: self.bridge.broadcast(message))
         if self.settings["insight"] and "torch" in sys.modules:
-            self._run_insight()
+            self._insight_job.request()
 
     def _run_insight(self) -> None:
         try:

@@ -140,6 +140,18 @@ def test_samples_stream_while_cell_busy(kernel: KernelHarness, streams: dict[str
     idle = len(kernel.iopub) - 1
     live = [m for m in kernel.messages_between(busy, stream, "samples")]
     assert len(live) >= 3, "samples must arrive while the cell is running"
+
+    # the cell message goes out right after the execute reply (off the reply's path)
+    def is_record(m: dict[str, Any]) -> bool:
+        return bool(
+            m["msg_type"] == "comm_msg"
+            and m["content"].get("comm_id") == stream
+            and m["content"]["data"].get("type") == "cell"
+            and m["content"]["data"]["record"]["cell_id"] == "cell-grow"
+        )
+
+    if not any(is_record(m) for m in kernel.iopub[start:]):
+        kernel.wait_iopub(is_record, timeout=10)
     record = next(
         m["content"]["data"]["record"]
         for m in kernel.messages_between(start, stream, "cell")
