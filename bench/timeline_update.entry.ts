@@ -158,9 +158,7 @@ async function run(options: {
   const all = await measure(options.updates);
   view.windowSeconds = 300;
   const fiveMin = await measure(options.updates);
-  const drawnPoints = (
-    view.node.querySelector('.vramscope-Timeline-plot') as any
-  ).data.reduce((s: number, d: any) => s + (d.x?.length ?? 0), 0);
+  const drawnPoints = view.lines.reduce((n, l) => n + l.x.length, 0);
   pattern = 'train';
   view.windowSeconds = Infinity;
   const trainAll = await measure(options.updates);

@@ -118,7 +118,7 @@ try {
 const f = x => x.toFixed(2);
 const row = (name, m) =>
   `${name}: per live update median ${f(m.update.median)} ms, mean ${f(m.update.mean)} ms, ` +
-  `p90 ${f(m.update.p90)} ms (n=${m.update.n}); ${(100 * m.replotShare).toFixed(0)}% replotted` +
+  `p90 ${f(m.update.p90)} ms (n=${m.update.n}); ${(100 * m.replotShare).toFixed(0)}% with a plotly replot (the others redraw the lines' canvas or nothing)` +
   (m.replot
     ? `, per replot median ${f(m.replot.median)} ms, p90 ${f(m.replot.p90)} ms`
     : '');

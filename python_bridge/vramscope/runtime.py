@@ -238,6 +238,10 @@ class Runtime:
     # --- IPython events (never raise) -----------------------------------------------------
 
     def _pre_run_cell(self, info: Any) -> None:
+        # Model insight deferred from the previous cell that has not run yet (a "Run All"
+        # queue): drop it, so it is never measured as part of this cell; this cell's end asks
+        # again and sees the newer state (a burst pays once, at its end).
+        self._insight_job.flush()
         try:
             if self.settings["insight"] and "torch" in sys.modules:
                 # torch may have been imported where no post_run_cell ran (a silent execute,
@@ -261,13 +265,12 @@ class Runtime:
             # Once, when torch is first seen imported: new devices and/or new warnings.
             self.bridge.broadcast(self.devices_message())
         if self.bridge.has_streams:
-            # built now (the record and readings of this cell), sent once the reply is out
             message: CellMessage = {
                 "type": "cell",
                 "record": record,
                 "devices": self.device_infos(after),
             }
-            after_reply(lambda: self.bridge.broadcast(message))
+            self.bridge.broadcast(message)
         if self.settings["insight"] and "torch" in sys.modules:
             self._insight_job.request()
 

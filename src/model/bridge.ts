@@ -319,6 +319,24 @@ export class KernelBridge implements IDisposable {
     this._clearWatchdog();
     this._retries = 0;
     void this.pushSettings();
+    this._backfillPending = true;
+    this._maybeBackfill();
+  }
+
+  /**
+   * Fetch the samples the kernel kept (`get_samples`) once the kernel is idle: the reply can
+   * be large, and building it while a cell runs (requests are served on another thread
+   * during busy cells) would show in that cell's CPU memory figures.
+   */
+  private _maybeBackfill(): void {
+    if (
+      this._backfillPending &&
+      this._watched?.status === 'idle' &&
+      this._session.status === 'connected'
+    ) {
+      this._backfillPending = false;
+      void this._session.backfillSamples();
+    }
   }
 
   /** A protocol mismatch (in `hello` or the kernel's error): stop using the comms. */
@@ -409,6 +427,8 @@ export class KernelBridge implements IDisposable {
     ) {
       // A status message from the (new) kernel process: its iopub reaches us.
       this._reconnectWhenReady();
+    } else if (status === 'idle') {
+      this._maybeBackfill();
     }
   }
 
@@ -470,6 +490,7 @@ export class KernelBridge implements IDisposable {
   private _awaitingKernel = false;
   private _hadKernel = false;
   private _isDisposed = false;
+  private _backfillPending = false;
   private _retries = 0;
   private _watchdog: ReturnType<typeof setTimeout> | undefined = undefined;
 }

@@ -428,14 +428,13 @@ export class MemorySession implements IMemorySession {
     this.setStatus('connected', msg.warnings.join(' '));
     this._changed.emit();
     this._helloReceived.emit(msg);
-    void this._backfillSamples();
   }
 
   /**
    * Fetch the samples the kernel kept that this session has not seen (a reloaded page, a
    * reconnect after a dropped comm), so the timeline loses nothing the kernel still has.
    */
-  private async _backfillSamples(): Promise<void> {
+  async backfillSamples(): Promise<void> {
     const last = this._samples.length
       ? this._samples.get(this._samples.length - 1).t
       : null;

@@ -90,3 +90,10 @@ export function formatTick(x: number, step: number, withDate: boolean): string {
   }
   return withDate ? `${time}<br>${date}` : time;
 }
+
+/** A time for hover labels: `HH:MM:SS` of a local-ms value. */
+export function formatClock(x: number): string {
+  const d = new Date(x);
+  const two = (n: number) => String(n).padStart(2, '0');
+  return `${two(d.getUTCHours())}:${two(d.getUTCMinutes())}:${two(d.getUTCSeconds())}`;
+}

@@ -11,7 +11,8 @@ import type { IMemorySession } from '../tokens';
 import { formatDelta, formatDuration } from '../format';
 import { axisUnit } from './bytes';
 import { IPlotElement, loadPlotly, PlotlyModule } from './plotly';
-import { timeTicks } from './ticks';
+import { drawLines, IArea, ILine, valuesAt } from './lines';
+import { formatClock, timeTicks } from './ticks';
 import {
   cellBands,
   DeviceSeries,
@@ -90,13 +91,26 @@ export class TimelineView extends Widget {
       this._status
     );
 
+    this._legend = document.createElement('div');
+    this._legend.className = 'vramscope-Timeline-legend';
     this._plot = document.createElement('div') as unknown as IPlotElement;
     this._plot.className = 'vramscope-Timeline-plot';
+    this._canvas = document.createElement('canvas');
+    this._canvas.className = 'vramscope-Timeline-lines';
+    this._canvas.setAttribute('aria-hidden', 'true');
+    this._tooltip = document.createElement('div');
+    this._tooltip.className = 'vramscope-Timeline-tooltip';
+    this._tooltip.hidden = true;
+    const stage = document.createElement('div');
+    stage.className = 'vramscope-Timeline-stage';
+    stage.append(this._plot, this._canvas, this._tooltip);
+    stage.addEventListener('mousemove', this);
+    stage.addEventListener('mouseleave', this);
 
     this._empty = document.createElement('div');
     this._empty.className = 'vramscope-Timeline-empty';
 
-    this.node.append(bar, this._plot, this._empty);
+    this.node.append(bar, this._legend, stage, this._empty);
     this._themeManager = options.themeManager ?? null;
     this._themeManager?.themeChanged.connect(this._onThemeChanged, this);
     this._syncControls();
@@ -193,6 +207,14 @@ export class TimelineView extends Widget {
   }
 
   handleEvent(event: Event): void {
+    if (event.type === 'mousemove') {
+      this._hover(event as MouseEvent);
+      return;
+    }
+    if (event.type === 'mouseleave') {
+      this._tooltip.hidden = true;
+      return;
+    }
     if (event.type === 'click' && event.currentTarget === this._followButton) {
       this.follow = !this._follow;
     } else if (event.currentTarget === this._deviceSelect) {
@@ -249,6 +271,7 @@ export class TimelineView extends Widget {
 
   private _resizePlot(): void {
     this._width = 0;
+    this._height = 0;
     this._lastFigure = null;
     if (this._plotly && this._plotted && this.isVisible) {
       void this._plotly.Plots.resize(this._plot);
@@ -437,6 +460,8 @@ export class TimelineView extends Widget {
         this._lastFigure = null;
         this._plotted = false;
       }
+      this._lines = [];
+      this._drawCanvas();
       return;
     }
     const Plotly = this._plotly ?? (await loadPlotly());
@@ -445,33 +470,157 @@ export class TimelineView extends Widget {
     }
     this._plotly = Plotly;
     const theme = this._theme ?? (this._theme = Private.readTheme(this.node));
-    const figure = this._figure(dev, theme);
-    // A live update that changes nothing drawn (the window moves in whole pixels, and a new
-    // sample often leaves every bucket's min and max as they were) skips plotly's full replot.
-    if (this._plotted && Private.sameFigure(this._lastFigure, figure)) {
+    const { figure, lines, area, unit } = this._figure(dev, theme);
+    // Plotly replots only when its part (axes, ranges, cell bands, restarts) changed: the
+    // window moves in whole pixels and the y scale in round steps. The lines are a canvas.
+    const samePlot =
+      this._plotted && Private.sameFigure(this._lastFigure, figure);
+    const sameLines =
+      Private.deepEqual(this._lines, lines) &&
+      Private.deepEqual(this._area, area);
+    if (samePlot && sameLines) {
       this._skipped++;
       return;
     }
-    this._lastFigure = figure;
-    this._replots++;
-    // plotly writes defaults into what it is given: keep `figure` pristine for the comparison
-    const drawn = Private.cloneFigure(figure);
-    await Plotly.react(this._plot, drawn.data, drawn.layout, {
-      displaylogo: false,
-      responsive: false,
-      scrollZoom: true,
-      modeBarButtonsToRemove: ['select2d', 'lasso2d', 'autoScale2d']
-    });
-    if (!this._plotted) {
-      this._plotted = true;
-      this._plot.on('plotly_relayout', (e: any) => this._onRelayout(e));
-      this._plot.on('plotly_click', (e: any) => this._onPlotClick(e));
+    this._lines = lines;
+    this._area = area;
+    this._unit = unit;
+    this._updateLegend(lines);
+    if (!samePlot) {
+      this._lastFigure = figure;
+      this._replots++;
+      // plotly writes defaults into what it is given: keep `figure` pristine to compare
+      const drawn = Private.cloneFigure(figure);
+      await Plotly.react(this._plot, drawn.data, drawn.layout, Private.CONFIG);
+      if (!this._plotted) {
+        this._plotted = true;
+        this._plot.on('plotly_relayout', (e: any) => this._onRelayout(e));
+        this._plot.on('plotly_relayouting', (e: any) => this._onRelayouting(e));
+        this._plot.on('plotly_click', (e: any) => this._onPlotClick(e));
+      }
+    } else {
+      this._canvasOnly++;
+    }
+    this._drawCanvas();
+  }
+
+  /** Draw the lines over plotly's plot area (at `range`, plotly's while it is dragged). */
+  private _drawCanvas(range?: [number, number]): void {
+    const area = this._area;
+    if (!area || !this._lines.length) {
+      this._canvas.hidden = true;
+      this._canvas.dataset.points = '0';
+      return;
+    }
+    this._canvas.hidden = false;
+    drawLines(
+      this._canvas,
+      this._lines,
+      range ? { ...area, x0: range[0], x1: range[1] } : area
+    );
+    let points = 0;
+    let last = -Infinity;
+    for (const line of this._lines) {
+      points += line.x.length;
+      if (line.x.length) {
+        last = Math.max(last, line.x[line.x.length - 1]);
+      }
+    }
+    this._canvas.dataset.points = String(points);
+    this._canvas.dataset.lastX = String(last);
+  }
+
+  /** The memory lines drawn now (plot units: x in local ms, y in the axis unit). */
+  get lines(): ReadonlyArray<ILine> {
+    return this._lines;
+  }
+
+  private _updateLegend(lines: ReadonlyArray<ILine>): void {
+    const key = lines.map(l => `${l.label}|${l.color}|${l.dash}`).join('\n');
+    if (key === this._legendKey) {
+      return;
+    }
+    this._legendKey = key;
+    this._legend.textContent = '';
+    for (const l of lines) {
+      const item = document.createElement('span');
+      item.className = 'vramscope-Timeline-legendItem';
+      const swatch = document.createElement('span');
+      swatch.className = 'vramscope-Timeline-swatch';
+      swatch.style.borderTopColor = l.color;
+      swatch.style.borderTopStyle =
+        l.dash === 'solid' ? 'solid' : l.dash === 'dot' ? 'dotted' : 'dashed';
+      item.append(swatch, l.label);
+      this._legend.appendChild(item);
     }
   }
 
-  /** Replots done and live updates skipped because nothing drawn changed (for benchmarks). */
-  get drawStats(): { replots: number; skipped: number } {
-    return { replots: this._replots, skipped: this._skipped };
+  /** A tooltip with every line's value at the pointer's time. */
+  private _hover(event: MouseEvent): void {
+    const area = this._area;
+    const stage = this._canvas.parentElement;
+    if (!area || !stage || !this._lines.length) {
+      return;
+    }
+    const box = stage.getBoundingClientRect();
+    const mx = event.clientX - box.left - area.left;
+    const my = event.clientY - box.top - area.top;
+    if (mx < 0 || my < 0 || mx > area.width || my > area.height) {
+      this._tooltip.hidden = true;
+      return;
+    }
+    const at = area.x0 + (mx / area.width) * (area.x1 - area.x0);
+    const values = valuesAt(this._lines, at).filter(v => v.y === v.y);
+    if (!values.length) {
+      this._tooltip.hidden = true;
+      return;
+    }
+    this._tooltip.textContent = '';
+    const head = document.createElement('div');
+    head.className = 'vramscope-Timeline-tooltipTime';
+    head.textContent = formatClock(values[0].x);
+    this._tooltip.appendChild(head);
+    for (const v of values) {
+      const row = document.createElement('div');
+      const swatch = document.createElement('span');
+      swatch.className = 'vramscope-Timeline-swatch';
+      swatch.style.borderTopColor = v.color;
+      row.append(swatch, `${v.label}: ${v.y.toFixed(2)} ${this._unit}`);
+      this._tooltip.appendChild(row);
+    }
+    this._tooltip.hidden = false;
+    const left = area.left + mx + 12;
+    this._tooltip.style.left = `${Math.min(left, Math.max(0, box.width - 160))}px`;
+    this._tooltip.style.top = `${area.top + Math.max(0, my - 10)}px`;
+  }
+
+  /** Pan and scroll-zoom in progress: move the lines with plotly's axes. */
+  private _onRelayouting(e: Record<string, unknown>): void {
+    const a = e?.['xaxis.range[0]'];
+    const b = e?.['xaxis.range[1]'];
+    if (typeof a === 'number' && typeof b === 'number') {
+      this._drawCanvas([a, b]);
+    }
+  }
+
+  /**
+   * For benchmarks: plotly replots, live updates that only redrew the lines' canvas, and
+   * updates skipped because nothing drawn changed.
+   */
+  get drawStats(): { replots: number; canvasOnly: number; skipped: number } {
+    return {
+      replots: this._replots,
+      canvasOnly: this._canvasOnly,
+      skipped: this._skipped
+    };
+  }
+
+  /** The plot's height in px (cached like the width). */
+  private _plotHeight(): number {
+    if (!this._height) {
+      this._height = this._plot.clientHeight;
+    }
+    return this._height || 240;
   }
 
   /** The plot area's width in px (cached: reading it forces a layout; reset on resize). */
@@ -483,9 +632,9 @@ export class TimelineView extends Widget {
   }
 
   /**
-   * The visible window in kernel seconds. While following, its end moves in steps of one
-   * pixel's worth of time (always at or just after the latest sample), so that samples
-   * arriving within the same pixel leave the window, and the buckets cut from it, unchanged.
+   * The visible window in kernel seconds. While following, its end moves in steps of a few
+   * pixels' worth of time (always at or just after the latest sample), so that samples
+   * arriving within the same step leave the window, the axes and the buckets unchanged.
    */
   private _range(dev: DeviceSeries): [number, number] {
     const [first, last] = this._series.timeSpan();
@@ -496,7 +645,8 @@ export class TimelineView extends Widget {
     }
     const px = Math.max(100, this._plotWidth() - Private.MARGIN_X);
     if (this._follow && isFinite(this._windowSeconds)) {
-      const step = this._windowSeconds / px;
+      // 4 px at a time: the axes (a plotly replot) move ~4x less often than the samples come
+      const step = (Private.FOLLOW_STEP_PX * this._windowSeconds) / px;
       const end = Math.ceil(t1 / step) * step;
       return [end - this._windowSeconds, end];
     }
@@ -508,7 +658,10 @@ export class TimelineView extends Widget {
     return [t0, t0 + Math.max(step, Math.ceil((t1 - t0) / step) * step)];
   }
 
-  private _figure(dev: DeviceSeries, theme: Private.ITheme): Private.IFigure {
+  private _figure(
+    dev: DeviceSeries,
+    theme: Private.ITheme
+  ): { figure: Private.IFigure; lines: ILine[]; area: IArea; unit: string } {
     const [r0, r1] = this._range(dev);
     const width = this._plotWidth();
     const x = Private.xConverter(r0, r1);
@@ -526,7 +679,21 @@ export class TimelineView extends Widget {
       }
     }
     const { unit, scale } = axisUnit(ymax);
-    const data: any[] = [];
+    // the y range in round steps (see niceCeil): it moves rarely
+    const ytop = Private.niceCeil((((ymax || 1) * 1.1) / scale) * 1.0);
+    // An empty trace on the main axes: plotly draws an axis only for a subplot with a trace
+    // (the lines are on the canvas, the cell bands on the overlaid y2).
+    const data: any[] = [
+      {
+        type: 'scatter',
+        mode: 'lines',
+        name: 'axes',
+        x: [],
+        y: [],
+        hoverinfo: 'skip',
+        showlegend: false
+      }
+    ];
 
     // Cell bands: one bar trace on a hidden [0, 1] axis spanning the plot height. A single
     // trace redraws far faster than one layout shape + annotation per cell (measured: ~60 ms
@@ -568,6 +735,7 @@ export class TimelineView extends Widget {
       });
     }
 
+    const lines: ILine[] = [];
     for (const { trace, points } of drawn) {
       const xs = new Float64Array(points.t.length);
       const ys = new Float64Array(points.t.length);
@@ -575,15 +743,14 @@ export class TimelineView extends Widget {
         xs[i] = x(points.t[i]);
         ys[i] = points.v[i] / scale;
       }
-      data.push({
-        type: 'scatter',
-        mode: 'lines',
-        name: trace.spec.label,
+      const style = Private.lineStyle(trace.spec, theme);
+      lines.push({
+        label: trace.spec.label,
+        color: style.color,
+        width: style.width,
+        dash: style.dash ?? 'solid',
         x: xs,
-        y: ys,
-        line: Private.lineStyle(trace.spec, theme),
-        connectgaps: false,
-        hovertemplate: `${trace.spec.label}: %{y:.2f} ${unit}<extra></extra>`
+        y: ys
       });
     }
 
@@ -621,19 +788,17 @@ export class TimelineView extends Widget {
     };
     const ticks = timeTicks(x(r0), x(r1), width - Private.MARGIN_X);
     const layout = {
-      margin: { l: Private.MARGIN_L, r: 12, t: 28, b: 32 },
+      margin: {
+        l: Private.MARGIN_L,
+        r: Private.MARGIN_X - Private.MARGIN_L,
+        t: Private.MARGIN_T,
+        b: Private.MARGIN_B,
+        autoexpand: false
+      },
       paper_bgcolor: theme.background,
       plot_bgcolor: theme.background,
       font: { family: theme.font, size: 11, color: theme.text },
-      showlegend: true,
-      legend: {
-        orientation: 'h',
-        x: 0,
-        y: 1,
-        xanchor: 'left',
-        yanchor: 'bottom',
-        font: { size: 10 }
-      },
+      showlegend: false,
       hovermode: 'closest',
       hoverlabel: { bgcolor: theme.background, font: { color: theme.text } },
       dragmode: 'zoom',
@@ -651,7 +816,7 @@ export class TimelineView extends Widget {
       yaxis: {
         ...axis,
         title: { text: unit, font: { size: 10, color: theme.muted } },
-        range: [0, ((ymax || 1) * 1.1) / scale],
+        range: [0, ytop],
         fixedrange: true
       },
       uniformtext: { mode: 'hide', minsize: 9 },
@@ -664,7 +829,20 @@ export class TimelineView extends Widget {
       shapes,
       annotations
     };
-    return { data, layout };
+    const area: IArea = {
+      left: Private.MARGIN_L,
+      top: Private.MARGIN_T,
+      width: Math.max(1, width - Private.MARGIN_X),
+      height: Math.max(
+        1,
+        this._plotHeight() - Private.MARGIN_T - Private.MARGIN_B
+      ),
+      x0: x(r0),
+      x1: x(r1),
+      y0: 0,
+      y1: ytop
+    };
+    return { figure: { data, layout }, lines, area, unit };
   }
 
   private _onRelayout(e: Record<string, unknown>): void {
@@ -710,6 +888,15 @@ export class TimelineView extends Widget {
   private _theme: Private.ITheme | null = null;
   private _plotly: PlotlyModule | null = null;
   private _plotted = false;
+  private _canvas: HTMLCanvasElement;
+  private _tooltip: HTMLDivElement;
+  private _legend: HTMLDivElement;
+  private _legendKey = '';
+  private _lines: ILine[] = [];
+  private _area: IArea | null = null;
+  private _unit = 'B';
+  private _height = 0;
+  private _canvasOnly = 0;
   private _lastFigure: Private.IFigure | null = null;
   private _width = 0;
   private _replots = 0;
@@ -784,9 +971,36 @@ export function fromX(x: unknown): number {
 }
 
 namespace Private {
-  /** The plot's left margin and both horizontal margins, in px. */
+  /** The plot's margins (fixed: the lines' canvas is laid over the area they leave), px. */
   export const MARGIN_L = 56;
   export const MARGIN_X = MARGIN_L + 12;
+  export const MARGIN_T = 10;
+  /** While following live, the window moves by this many pixels at a time. */
+  export const FOLLOW_STEP_PX = 4;
+  export const MARGIN_B = 32;
+
+  /** Plotly's config (one object: plotly compares it between calls). */
+  export const CONFIG: any = {
+    displaylogo: false,
+    responsive: false,
+    scrollZoom: true,
+    // toImage would export plotly's part only (the lines are a canvas)
+    modeBarButtonsToRemove: ['select2d', 'lasso2d', 'autoScale2d', 'toImage']
+  };
+
+  /** The smallest round value (1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6 or 8 x 10^k) at or above `x`. */
+  export function niceCeil(x: number): number {
+    if (!(x > 0)) {
+      return 1;
+    }
+    const p = Math.pow(10, Math.floor(Math.log10(x)));
+    for (const m of [1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10]) {
+      if (m * p >= x * (1 - 1e-12)) {
+        return m * p;
+      }
+    }
+    return 10 * p;
+  }
 
   export interface IFigure {
     data: any[];
@@ -819,7 +1033,7 @@ namespace Private {
     return out;
   }
 
-  function deepEqual(a: any, b: any): boolean {
+  export function deepEqual(a: any, b: any): boolean {
     if (a === b) {
       return true;
     }

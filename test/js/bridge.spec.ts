@@ -53,6 +53,23 @@ describe('KernelBridge: connecting', () => {
     bridge.dispose();
   });
 
+  it('asks for the kernel-kept samples after hello, once the kernel is idle', async () => {
+    const kernel = new FakeKernel('k1');
+    kernel.status = 'busy'; // e.g. "Run All" right after opening the notebook
+    const { bridge } = setup(kernel);
+    await connected(kernel);
+    await flush();
+    const asked = () =>
+      kernel.open('control')[0].sent.filter(m => m.method === 'get_samples');
+    expect(asked()).toHaveLength(0);
+    kernel.setStatus('idle');
+    expect(asked()).toHaveLength(1);
+    kernel.setStatus('busy');
+    kernel.setStatus('idle');
+    expect(asked()).toHaveLength(1); // once per hello
+    bridge.dispose();
+  });
+
   it('sends no set_settings when the kernel already has the settings', async () => {
     const kernel = new FakeKernel('k1');
     const { bridge } = setup(kernel);

@@ -11,16 +11,6 @@ function connected(sent: IRequestMessage[] = []): MemorySession {
   });
   s.setTransport(m => sent.push(m));
   s.handleMessage(hello());
-  // hello is followed by a request for the samples the kernel kept: answer it (none)
-  const backfill = sent.findIndex(m => m.method === 'get_samples');
-  expect(backfill).toBeGreaterThanOrEqual(0);
-  const [request] = sent.splice(backfill, 1);
-  s.handleMessage({
-    type: 'reply',
-    id: request.id,
-    ok: true,
-    result: { samples: [] }
-  });
   return s;
 }
 
@@ -34,6 +24,7 @@ describe('MemorySession: backfill of the kernel-kept samples', () => {
     const added: number[] = [];
     s.samplesAdded.connect((_, batch) => added.push(batch.length));
     s.handleMessage(hello());
+    void s.backfillSamples(); // the bridge asks once the kernel is idle
     expect(sent).toHaveLength(1);
     expect(sent[0]).toMatchObject({ method: 'get_samples', params: {} });
     // a live batch arrives before the reply; the reply repeats it
@@ -51,6 +42,7 @@ describe('MemorySession: backfill of the kernel-kept samples', () => {
 
     // reconnecting (a new hello from the same kernel) asks only for what is newer
     s.handleMessage(hello());
+    void s.backfillSamples();
     expect(sent[1]).toMatchObject({
       method: 'get_samples',
       params: { since: 13 }

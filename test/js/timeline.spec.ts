@@ -251,9 +251,25 @@ describe('TimelineView', () => {
     session.restarts.push(t0 + 30);
     await view.redraw();
     const gd = plot();
-    const names = gd.data.map((d: any) => d.name);
-    expect(names).toEqual(['cells', 'allocated', 'reserved', 'peak']);
-    const bars = gd.data[0];
+    // plotly draws the cell bands; the memory lines are drawn on the canvas over it
+    expect(gd.data.map((d: any) => d.name)).toEqual(['axes', 'cells']);
+    expect(view.lines.map(l => l.label)).toEqual([
+      'allocated',
+      'reserved',
+      'peak'
+    ]);
+    const canvas = view.node.querySelector(
+      '.vramscope-Timeline-lines'
+    ) as HTMLCanvasElement;
+    expect(Number(canvas.dataset.points)).toBe(
+      view.lines.reduce((n, l) => n + l.x.length, 0)
+    );
+    expect(
+      Array.from(
+        view.node.querySelectorAll('.vramscope-Timeline-legendItem')
+      ).map(e => e.textContent)
+    ).toEqual(['allocated', 'reserved', 'peak']);
+    const bars = gd.data[1];
     expect(bars.customdata).toEqual(['c1']);
     expect(bars.hovertext[0]).toContain('[3]');
     expect(bars.hovertext[0]).toContain('train()');
@@ -268,7 +284,7 @@ describe('TimelineView', () => {
     expect(shapes[0]).toMatchObject({ type: 'line', x0: toX(t0 + 30) });
     // y in GiB; follow window 60 s covers the whole saw-tooth: max is base + amplitude
     expect(gd.layout.yaxis.title.text).toBe('GiB');
-    const allocated = gd.data[1];
+    const allocated = view.lines[0];
     expect(Math.max(...finite(allocated.y))).toBeCloseTo(
       1 + 4 * (599 / 600),
       6
@@ -293,11 +309,8 @@ describe('TimelineView', () => {
     samples[12345].d['cuda:0'].used = 7 * GiB + 123;
     session.addSamples(samples);
     const drawnMax = () =>
-      Math.max(
-        ...finite(
-          plot().data.find((d: any) => d.name === 'allocated').y as number[]
-        )
-      ) * GiB;
+      Math.max(...finite(view.lines.find(l => l.label === 'allocated')!.y)) *
+      GiB;
     const rawMax = (a: number, b: number) =>
       Math.max(
         ...samples
@@ -307,7 +320,7 @@ describe('TimelineView', () => {
     view.windowSeconds = Infinity;
     await view.redraw();
     expect(
-      plot().data.find((d: any) => d.name === 'allocated').y.length
+      view.lines.find(l => l.label === 'allocated')!.y.length
     ).toBeLessThan(2000);
     expect(drawnMax()).toBeCloseTo(rawMax(t0, t0 + 2000), -1);
     // a zoomed window around the spike, and one without it
@@ -332,9 +345,9 @@ describe('TimelineView', () => {
     view.refreshTheme();
     await view.redraw();
     expect(plot().layout.paper_bgcolor).toBe('rgb(9, 9, 9)');
-    expect(
-      plot().data.find((d: any) => d.name === 'allocated').line.color
-    ).toBe('rgb(1, 2, 3)');
+    expect(view.lines.find(l => l.label === 'allocated')!.color).toBe(
+      'rgb(1, 2, 3)'
+    );
   });
 
   it('skips the replot when a live update changes nothing drawn', async () => {
@@ -347,17 +360,23 @@ describe('TimelineView', () => {
     session.addSamples(flat(20000, t0)); // 33 min at 10 Hz: downsampled
     await view.redraw();
     const before = view.drawStats;
-    expect(before).toEqual({ replots: 1, skipped: 0 });
+    expect(before).toEqual({ replots: 1, canvasOnly: 0, skipped: 0 });
     session.addSamples(flat(1, t0 + 2000));
     await view.redraw();
-    expect(view.drawStats).toEqual({ replots: 1, skipped: 1 });
+    expect(view.drawStats).toEqual({ replots: 1, canvasOnly: 0, skipped: 1 });
+    // a new value within the same y scale: only the lines' canvas is redrawn
+    session.addSamples(
+      sawtooth(1, { t0: t0 + 2000.05, amplitude: 0, base: 2 ** 30 + 2 ** 20 })
+    );
+    await view.redraw();
+    expect(view.drawStats).toEqual({ replots: 1, canvasOnly: 1, skipped: 1 });
     // a new maximum always replots, and the drawn maximum is the raw one
     session.addSamples(sawtooth(1, { t0: t0 + 2000.1, base: 3 * GiB }));
     await view.redraw();
     const replots = view.drawStats.replots;
     expect(replots).toBeGreaterThan(before.replots);
-    expect(plot().data[0].name).toBe('allocated');
-    expect(Math.max(...finite(plot().data[0].y))).toBeCloseTo(3, 6);
+    expect(view.lines[0].label).toBe('allocated');
+    expect(Math.max(...finite(view.lines[0].y))).toBeCloseTo(3, 6);
   });
 
   it('selects the cell when a band is clicked', async () => {
@@ -424,7 +443,7 @@ describe('TimelineView', () => {
     select.dispatchEvent(new Event('change'));
     expect(view.deviceId).toBe('cpu');
     await view.redraw();
-    expect(plot().data.map((d: any) => d.name)).toEqual(['in use', 'RSS']);
+    expect(view.lines.map(l => l.label)).toEqual(['in use', 'RSS']);
   });
 
   it('disconnects from the old session and purges on dispose', async () => {

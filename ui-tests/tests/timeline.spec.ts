@@ -33,19 +33,12 @@ const TRAINING_LOOP = [
   '    time.sleep(0.05)'
 ].join('\n');
 
-/** The time (plot x) of the newest point of the first memory line drawn. */
+/** The time (plot x) of the newest point of the memory lines drawn. */
 async function lastPlottedX(page: IJupyterLabPageFixture): Promise<number> {
-  return page.evaluate(() => {
-    const gd = document.querySelector(
-      '#vramscope-panel .vramscope-Timeline-plot'
-    ) as any;
-    const line = (gd?.data ?? []).find((t: any) => t.type === 'scatter');
-    let max = -Infinity;
-    for (const x of line?.x ?? []) {
-      max = Math.max(max, x);
-    }
-    return max;
-  });
+  const value = await page
+    .locator('#vramscope-panel .vramscope-Timeline-lines')
+    .getAttribute('data-last-x');
+  return Number(value ?? -Infinity);
 }
 
 test.describe('live timeline (issue 3)', () => {
@@ -103,15 +96,32 @@ test.describe('live timeline (issue 3)', () => {
 
     await test.step('the memory line and the cell band are drawn', async () => {
       const plot = page.locator('#vramscope-panel .vramscope-Timeline-plot');
+      // The memory lines: a canvas laid exactly over plotly's plot area, with ink on it.
+      const canvas = page.locator('#vramscope-panel .vramscope-Timeline-lines');
+      await expect(canvas).toBeVisible();
+      expect(Number(await canvas.getAttribute('data-points'))).toBeGreaterThan(
+        10
+      );
+      const inked = await canvas.evaluate((c: HTMLCanvasElement) => {
+        const data = c
+          .getContext('2d')!
+          .getImageData(0, 0, c.width, c.height).data;
+        let n = 0;
+        for (let i = 3; i < data.length; i += 4) {
+          n += data[i] > 0 ? 1 : 0;
+        }
+        return n;
+      });
+      expect(inked).toBeGreaterThan(100);
+      const plotArea = (await plot.locator('.nsewdrag').first().boundingBox())!;
+      const canvasBox = (await canvas.boundingBox())!;
+      expect(Math.abs(canvasBox.x - plotArea.x)).toBeLessThan(1.5);
+      expect(Math.abs(canvasBox.y - plotArea.y)).toBeLessThan(1.5);
+      expect(Math.abs(canvasBox.width - plotArea.width)).toBeLessThan(1.5);
+      expect(Math.abs(canvasBox.height - plotArea.height)).toBeLessThan(1.5);
       await expect(
-        plot.locator('.scatterlayer .trace path.js-line').first()
-      ).toBeAttached();
-      expect(
-        await plot
-          .locator('.scatterlayer .trace path.js-line')
-          .first()
-          .getAttribute('d')
-      ).toMatch(/^M[\d.,-]+L/);
+        page.locator('#vramscope-panel .vramscope-Timeline-legendItem')
+      ).toHaveText(['in use', 'RSS']);
 
       // Cells are bars of one trace: one per cell, [2] labelled with the cell's first line.
       await expect
@@ -132,7 +142,15 @@ test.describe('live timeline (issue 3)', () => {
       await expect(plot.locator('.hoverlayer .hovertext')).toContainText(
         '[2] xs = []'
       );
+      // ... and the lines' tooltip gives the memory at that time
+      const tooltip = page.locator(
+        '#vramscope-panel .vramscope-Timeline-tooltip'
+      );
+      await expect(tooltip).toBeVisible();
+      await expect(tooltip).toContainText(/in use: [\d.]+ MiB/);
+      await expect(tooltip).toContainText(/^\d\d:\d\d:\d\d/);
       await page.mouse.move(0, 0);
+      await expect(tooltip).toBeHidden();
     });
 
     await test.step('screenshot while a training loop runs (docs/images/timeline.png)', async () => {
