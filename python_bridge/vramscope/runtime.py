@@ -239,9 +239,9 @@ class Runtime:
 
     def _pre_run_cell(self, info: Any) -> None:
         # Model insight deferred from the previous cell that has not run yet (a "Run All"
-        # queue): drop it, so it is never measured as part of this cell; this cell's end asks
-        # again and sees the newer state (a burst pays once, at its end).
-        self._insight_job.flush()
+        # queue): drop it, so it never runs inside this cell; this cell's end asks again and
+        # sees the newer state (a burst pays once, at its end).
+        self._insight_job.cancel()
         try:
             if self.settings["insight"] and "torch" in sys.modules:
                 # torch may have been imported where no post_run_cell ran (a silent execute,
@@ -265,12 +265,13 @@ class Runtime:
             # Once, when torch is first seen imported: new devices and/or new warnings.
             self.bridge.broadcast(self.devices_message())
         if self.bridge.has_streams:
+            # built now (this cell's record and readings), sent once the reply is out
             message: CellMessage = {
                 "type": "cell",
                 "record": record,
                 "devices": self.device_infos(after),
             }
-            self.bridge.broadcast(message)
+            after_reply(lambda: self.bridge.broadcast(message))
         if self.settings["insight"] and "torch" in sys.modules:
             self._insight_job.request()
 
