@@ -87,14 +87,21 @@ test.describe('model insight (issue 4)', () => {
       { timeout: 60_000 }
     );
     const insight = panel.locator('.vramscope-Insight');
-    // Only model insight: collapse the other sections.
-    for (const title of ['Devices', 'Timeline', 'Cells']) {
-      await panel
-        .locator(
-          `.vramscope-Section[data-section="${title}"] .vramscope-Section-toggle`
+    const toggle = (titles: string[]) =>
+      Promise.all(
+        titles.map(title =>
+          panel
+            .locator(
+              `.vramscope-Section[data-section="${title}"] .vramscope-Section-toggle`
+            )
+            .click()
         )
-        .click();
-    }
+      );
+    // First the timeline and the cells (for the demo's training loop), then model insight.
+    await toggle(['Devices', 'Model insight']);
+    await panel
+      .locator('.vramscope-Timeline-window')
+      .selectOption({ label: 'all' });
 
     // A loaded two-core machine can be slower than the default 20 ms holders-scan budget:
     // a cell added at the end, run first.
@@ -107,6 +114,16 @@ test.describe('model insight (issue 4)', () => {
     // The demo's cells in order, up to the losses-list leak (a forward pass per step, each
     // graph kept alive by the list).
     const leak = await cellIndex(page, 'losses.append(loss)  #');
+    const training = await cellIndex(page, 'optimizer.step()');
+    const timeline = panel.locator('.vramscope-Timeline');
+    const samples = async () =>
+      Number(await timeline.getAttribute('data-sample-count'));
+    const lastX = async () =>
+      Number(
+        await panel
+          .locator('.vramscope-Timeline-lines')
+          .getAttribute('data-last-x')
+      );
     for (let i = 0; i <= leak; i++) {
       const type = await page.evaluate(
         i =>
@@ -114,10 +131,30 @@ test.describe('model insight (issue 4)', () => {
             .model.type,
         i
       );
-      if (type === 'code') {
-        await page.notebook.runCell(i, { inplace: true });
+      if (type !== 'code') {
+        continue;
       }
+      if (i !== training) {
+        await page.notebook.runCell(i, { inplace: true });
+        continue;
+      }
+      // The demo's training loop draws a live, moving timeline (README's timeline.png).
+      await page.notebook.runCell(i, { inplace: true, wait: false });
+      const prompt = (await page.notebook.getCellLocator(i))!.locator(
+        '.jp-InputArea-prompt'
+      );
+      await expect(prompt).toHaveText('[*]:');
+      const start = await samples();
+      const x0 = await lastX();
+      await expect
+        .poll(samples, { timeout: 30_000 })
+        .toBeGreaterThan(start + 10);
+      await expect.poll(lastX, { timeout: 10_000 }).toBeGreaterThan(x0);
+      await (await page.notebook.getCellLocator(i))!.scrollIntoViewIfNeeded();
+      await page.screenshot({ path: screenshotPath('timeline.png') });
+      await expect(prompt).toHaveText(/^\[\d+\]:$/, { timeout: 120_000 });
     }
+    await toggle(['Timeline', 'Cells', 'Model insight']);
     await runCode(
       page,
       n + 1,

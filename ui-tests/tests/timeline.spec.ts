@@ -7,7 +7,7 @@ import {
   startCode,
   waitForCell
 } from './lab';
-import { panelBuilt, screenshotPath } from './utils';
+import { panelBuilt } from './utils';
 
 /** A cell that runs for about 6 s and grows memory step by step (60 MiB in all). */
 const SLOW_CELL = [
@@ -153,7 +153,7 @@ test.describe('live timeline (issue 3)', () => {
       await expect(tooltip).toBeHidden();
     });
 
-    await test.step('screenshot while a training loop runs (docs/images/timeline.png)', async () => {
+    await test.step('screenshot while a training loop runs (a test artifact)', async () => {
       // Only the timeline and the cells: collapse the other sections.
       for (const title of ['Devices', 'Model insight']) {
         await page
@@ -168,7 +168,9 @@ test.describe('live timeline (issue 3)', () => {
       await expect
         .poll(sampleCount, { timeout: 60_000 })
         .toBeGreaterThanOrEqual(start + 40);
-      await page.screenshot({ path: screenshotPath('timeline.png') });
+      await page.screenshot({
+        path: test.info().outputPath('timeline-loop.png')
+      });
       // The screenshot shows the loop live.
       await expect(prompt).toHaveText('[*]:');
       await waitForCell(page, 2);
