@@ -259,6 +259,10 @@ class Runtime:
             self.recorder.post_run_cell(result)
         except Exception as exc:
             self._internal(exc)
+        try:
+            self.insight.cell_ended()
+        except Exception as exc:
+            self._internal(exc, "model insight failed")
 
     def _after_cell(self, record: CellRecord, after: dict[str, DeviceSample]) -> None:
         if self._refresh_devices():

@@ -425,6 +425,9 @@ export class MemorySession implements IMemorySession {
     if (added) {
       this._sortCells();
     }
+    this._helloBoundary = this._samples.length
+      ? this._samples.get(this._samples.length - 1).t
+      : null;
     this.setStatus('connected', msg.warnings.join(' '));
     this._changed.emit();
     this._helloReceived.emit(msg);
@@ -435,9 +438,9 @@ export class MemorySession implements IMemorySession {
    * reconnect after a dropped comm), so the timeline loses nothing the kernel still has.
    */
   async backfillSamples(): Promise<void> {
-    const last = this._samples.length
-      ? this._samples.get(this._samples.length - 1).t
-      : null;
+    // from the newest sample held when the kernel greeted us: live samples that arrived
+    // since (the request waits for an idle kernel) must not hide the older ones it kept
+    const last = this._helloBoundary;
     let samples: unknown;
     try {
       const result = await this.request(
@@ -565,6 +568,7 @@ export class MemorySession implements IMemorySession {
   private _bridgeVersion: string | null = null;
   private _transport: ((message: IRequestMessage) => void) | null = null;
   private _errorsReported = 0;
+  private _helloBoundary: number | null = null;
   private _pending = new Map<string, Private.IPending>();
   private _timeoutMs: number;
   private _maxCells: number;

@@ -44,15 +44,17 @@ export function drawLines(
   canvas.style.top = `${area.top}px`;
   canvas.style.width = `${w}px`;
   canvas.style.height = `${h}px`;
-  if (canvas.width !== w * ratio || canvas.height !== h * ratio) {
-    canvas.width = w * ratio;
-    canvas.height = h * ratio;
+  const pw = Math.round(w * ratio);
+  const ph = Math.round(h * ratio);
+  if (canvas.width !== pw || canvas.height !== ph) {
+    canvas.width = pw;
+    canvas.height = ph;
   }
   const ctx = canvas.getContext('2d');
   if (!ctx) {
     return;
   }
-  ctx.setTransform(ratio, 0, 0, ratio, 0, 0);
+  ctx.setTransform(pw / w, 0, 0, ph / h, 0, 0);
   ctx.clearRect(0, 0, w, h);
   const sx = w / (area.x1 - area.x0 || 1);
   const sy = h / (area.y1 - area.y0 || 1);

@@ -461,6 +461,9 @@ export class TimelineView extends Widget {
         this._plotted = false;
       }
       this._lines = [];
+      this._area = null;
+      this._updateLegend([]);
+      this._tooltip.hidden = true;
       this._drawCanvas();
       return;
     }
@@ -560,6 +563,7 @@ export class TimelineView extends Widget {
     const area = this._area;
     const stage = this._canvas.parentElement;
     if (!area || !stage || !this._lines.length) {
+      this._tooltip.hidden = true;
       return;
     }
     const box = stage.getBoundingClientRect();
@@ -802,7 +806,7 @@ export class TimelineView extends Widget {
       hovermode: 'closest',
       hoverlabel: { bgcolor: theme.background, font: { color: theme.text } },
       dragmode: 'zoom',
-      uirevision: 'vramscope-timeline',
+      uirevision: `vramscope-timeline-${this._uirevision}`,
       // A linear axis in local ms with clock-time ticks (./ticks.ts): a date axis would parse
       // every x value through a string at each redraw.
       xaxis: {
@@ -861,13 +865,17 @@ export class TimelineView extends Widget {
       if (isFinite(t0) && isFinite(t1) && t1 > t0) {
         this._userRange = [t0, t1];
         this._follow = false;
+        this._lastFigure = null; // draw plotly and the lines at exactly this range
         this._syncControls();
         this._scheduleDraw();
       }
     } else if (e['xaxis.autorange']) {
-      // Double-click: show everything, not following.
+      // Double-click: show everything, not following. Plotly autoranged to its own traces
+      // (not the lines, which are a canvas): a new uirevision makes it take our range.
       this._userRange = null;
       this._follow = false;
+      this._uirevision++;
+      this._lastFigure = null;
       this._syncControls();
       this._scheduleDraw();
     }
@@ -897,6 +905,7 @@ export class TimelineView extends Widget {
   private _unit = 'B';
   private _height = 0;
   private _canvasOnly = 0;
+  private _uirevision = 0;
   private _lastFigure: Private.IFigure | null = null;
   private _width = 0;
   private _replots = 0;

@@ -40,8 +40,11 @@ describe('MemorySession: backfill of the kernel-kept samples', () => {
     expect(s.samples.toArray().map(x => x.t)).toEqual([10, 11, 12, 13]);
     expect(added).toEqual([1, 3]);
 
-    // reconnecting (a new hello from the same kernel) asks only for what is newer
+    // reconnecting (a new hello from the same kernel) asks only for what is newer than
+    // what was held at that hello, even when live samples came in before the kernel went
+    // idle and the request was sent
     s.handleMessage(hello());
+    s.handleMessage({ type: 'samples', samples: [sample(20)], dropped: 0 });
     void s.backfillSamples();
     expect(sent[1]).toMatchObject({
       method: 'get_samples',
@@ -56,7 +59,7 @@ describe('MemorySession: backfill of the kernel-kept samples', () => {
     await Promise.resolve();
     await Promise.resolve();
     // an invalid sample drops the reply (with a warning), nothing half-applied
-    expect(s.samples.toArray().map(x => x.t)).toEqual([10, 11, 12, 13]);
+    expect(s.samples.toArray().map(x => x.t)).toEqual([10, 11, 12, 13, 20]);
     expect(s.warnings[s.warnings.length - 1]).toMatch(/invalid sample/);
     s.dispose();
   });

@@ -422,6 +422,23 @@ describe('TimelineView', () => {
     expect(fromX(gd.layout.xaxis.range[0])).toBeCloseTo(end - 60, 3);
   });
 
+  it('a double-click shows the whole history, axes and lines at the same range', async () => {
+    view.setSession(session);
+    const t0 = 1_700_000_000;
+    session.addSamples(sawtooth(3000, { t0 }));
+    view.windowSeconds = Infinity;
+    await view.redraw();
+    const before = plot().layout.uirevision;
+    const range = [...plot().layout.xaxis.range];
+    plot().emit('plotly_relayout', { 'xaxis.autorange': true });
+    expect(view.follow).toBe(false);
+    await view.redraw();
+    // a new uirevision: plotly takes the computed range instead of its own autorange
+    expect(plot().layout.uirevision).not.toBe(before);
+    expect(plot().layout.xaxis.range).toEqual(range);
+    expect(view.drawStats.replots).toBe(2);
+  });
+
   it('offers a device selector when there are several devices', async () => {
     view.setSession(session);
     session.addSamples([

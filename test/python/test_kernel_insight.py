@@ -215,3 +215,35 @@ def test_insight_hooks_when_torch_came_in_silently() -> None:
         assert insight["model"] == "m" and _saved(insight) == INPUT_BYTES, insight["layers"]
     finally:
         session.k.close()
+
+
+def test_back_to_back_cells_reset_the_tracker_per_cell(fresh: Session) -> None:
+    """Cells queued back to back ("Run All") get one coalesced insight, but each cell still
+    starts with fresh per-cell exclusions: parameters swapped in by the second cell (as
+    `model.cuda()` does) are never counted as saved activations."""
+    fresh.cell("import torch", "b2b-import")
+    first = (
+        "fm = torch.nn.Linear(256, 256).requires_grad_(False)\n"
+        "fx = torch.randn(64, 256, requires_grad=True)\n"
+        "fy = fm(fx * 2)  # frozen weight: addmm keeps weight.t() for the input's gradient"
+    )
+    second = (
+        "fm.weight = torch.nn.Parameter(fm.weight.detach().clone(), requires_grad=False)\n"
+        "del fy\n"
+        "fy = fm(fx * 2)"
+    )
+    # the first cell's insight runs at once, the next one is throttled (pending when the
+    # third cell starts, so it is coalesced away): only the per-cell reset separates them
+    again = "fy = fm(fx * 2)"
+    ids = [
+        fresh.k.send_execute(first, "b2b-1"),
+        fresh.k.send_execute(again, "b2b-2"),
+        fresh.k.send_execute(second, "b2b-3"),
+    ]
+    for msg_id in ids:
+        assert fresh.k.reply(msg_id)["content"]["status"] == "ok"
+    report = fresh.k.request(fresh.control, "get_insight", {})["result"]["insight"]
+    # the per-layer figures count what the tracker saw at pack time
+    assert _saved(report) == 0, report["layers"]
+    assert report["breakdown"]["cpu"]["activations"] == 0
+    fresh.cell("del fy, fx, fm", "b2b-cleanup")
