@@ -108,8 +108,7 @@ def main() -> None:
         f"median per-pair ratio loaded/unloaded: {med(ratios):.3f}; total-time ratio {total:.3f}",
         f"pooled medians: loaded {pooled_on * 1000:.3f} ms, unloaded {pooled_off * 1000:.3f} ms "
         f"(n={args.pairs * args.cells} each)",
-        f"pre+post hook pair inside the kernel (the part before the reply; the cell message and "
-        f"model insight are sent after it): {hook_us:.1f} us per cell without a stream comm, "
+        f"pre+post hook pair inside the kernel: {hook_us:.1f} us per cell without a stream comm, "
         f"{hook_stream_us:.1f} us with one (the cell message is sent)"
         + (" (torch imported: includes model insight)" if args.torch else " (torch not imported)")
         + f"; sampler at {args.hz:g} Hz",

@@ -71,11 +71,6 @@ class CellRecorder:
         self._stack: list[_Pending] = []
         self.records: deque[CellRecord] = deque(maxlen=MAX_CELLS)
 
-    @property
-    def running(self) -> bool:
-        """Whether a cell has started and not finished (an async cell may yield mid-run)."""
-        return bool(self._stack)
-
     def pre_run_cell(self, info: Any) -> None:
         policy = self._peak_policy()
         marks: dict[str, tuple[Device, CellMark]] = {}

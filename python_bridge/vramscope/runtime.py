@@ -16,7 +16,6 @@ from typing import Any, cast
 from . import environment
 from ._version import __version__
 from .bridge import Bridge
-from .deferred import Deferred, after_reply
 from .devices import CpuDevice, Device, accelerator_devices
 from .insight_link import InsightLink
 from .protocol import (
@@ -72,8 +71,6 @@ class Runtime:
             on_record=self._after_cell,
         )
         self.insight = InsightLink(shell, self.device_reading)
-        # model insight after a cell runs once the execute reply is out (coalesced)
-        self._insight_job = Deferred(self._run_insight, busy=lambda: self.recorder.running)
         self._installed_on: Any = None
         self._lock = threading.Lock()
         #: Kernel messages the front end rejected (``report_error`` requests), newest last.
@@ -114,7 +111,6 @@ class Runtime:
         # the cell running the unload had its pre_run_cell: it must not be closed (with a
         # bogus duration) by the post_run_cell of the cell that loads the bridge again
         self.recorder.drop_pending()
-        self._insight_job.cancel()
         self.shutdown()
         self.bridge.unregister()
         atexit.unregister(self.shutdown)
@@ -238,10 +234,6 @@ class Runtime:
     # --- IPython events (never raise) -----------------------------------------------------
 
     def _pre_run_cell(self, info: Any) -> None:
-        # Model insight deferred from the previous cell that has not run yet (a "Run All"
-        # queue): drop it, so it never runs inside this cell; this cell's end asks again and
-        # sees the newer state (a burst pays once, at its end).
-        self._insight_job.cancel()
         try:
             if self.settings["insight"] and "torch" in sys.modules:
                 # torch may have been imported where no post_run_cell ran (a silent execute,
@@ -269,15 +261,14 @@ class Runtime:
             # Once, when torch is first seen imported: new devices and/or new warnings.
             self.bridge.broadcast(self.devices_message())
         if self.bridge.has_streams:
-            # built now (this cell's record and readings), sent once the reply is out
             message: CellMessage = {
                 "type": "cell",
                 "record": record,
                 "devices": self.device_infos(after),
             }
-            after_reply(lambda: self.bridge.broadcast(message))
+            self.bridge.broadcast(message)
         if self.settings["insight"] and "torch" in sys.modules:
-            self._insight_job.request()
+            self._run_insight()
 
     def _run_insight(self) -> None:
         try:

@@ -174,6 +174,7 @@ export class KernelBridge implements IDisposable {
       return;
     }
     this._isDisposed = true;
+    clearTimeout(this._backfillTimer);
     this._newGeneration();
     this._watchKernel(null);
     this._context.kernelChanged.disconnect(this._onKernelChanged, this);
@@ -324,19 +325,31 @@ export class KernelBridge implements IDisposable {
   }
 
   /**
-   * Fetch the samples the kernel kept (`get_samples`) once the kernel is idle: the reply can
-   * be large, and building it while a cell runs (requests are served on another thread
-   * during busy cells) would show in that cell's CPU memory figures.
+   * Fetch the samples the kernel kept (`get_samples`) once the kernel has been idle for a
+   * moment: the reply can be large, and building it while a cell runs (requests are served
+   * on another thread during busy cells) would show in that cell's CPU memory figures. A
+   * "Run All" goes idle for an instant between cells: the quiet period lets it finish first.
    */
   private _maybeBackfill(): void {
-    if (
-      this._backfillPending &&
-      this._watched?.status === 'idle' &&
-      this._session.status === 'connected'
-    ) {
-      this._backfillPending = false;
-      void this._session.backfillSamples();
+    if (this._backfillTimer) {
+      clearTimeout(this._backfillTimer);
+      this._backfillTimer = 0;
     }
+    if (!this._backfillPending || this._watched?.status !== 'idle') {
+      return;
+    }
+    this._backfillTimer = window.setTimeout(() => {
+      this._backfillTimer = 0;
+      if (
+        this._backfillPending &&
+        !this._isDisposed &&
+        this._watched?.status === 'idle' &&
+        this._session.status === 'connected'
+      ) {
+        this._backfillPending = false;
+        void this._session.backfillSamples();
+      }
+    }, KernelBridge.BACKFILL_QUIET_MS);
   }
 
   /** A protocol mismatch (in `hello` or the kernel's error): stop using the comms. */
@@ -427,8 +440,8 @@ export class KernelBridge implements IDisposable {
     ) {
       // A status message from the (new) kernel process: its iopub reaches us.
       this._reconnectWhenReady();
-    } else if (status === 'idle') {
-      this._maybeBackfill();
+    } else {
+      this._maybeBackfill(); // idle: (re)start the quiet period; busy: cancel it
     }
   }
 
@@ -491,11 +504,14 @@ export class KernelBridge implements IDisposable {
   private _hadKernel = false;
   private _isDisposed = false;
   private _backfillPending = false;
+  private _backfillTimer = 0;
   private _retries = 0;
   private _watchdog: ReturnType<typeof setTimeout> | undefined = undefined;
 }
 
 export namespace KernelBridge {
+  /** Quiet (idle) time before the kernel-kept samples are fetched after a hello. */
+  export const BACKFILL_QUIET_MS = 500;
   /** How long an attempt may stay `connecting` (kernel idle) before it is retried. */
   export const CONNECT_TIMEOUT_MS = 8000;
   /** Retries after a timeout before the status becomes `error`. */

@@ -53,7 +53,7 @@ describe('KernelBridge: connecting', () => {
     bridge.dispose();
   });
 
-  it('asks for the kernel-kept samples after hello, once the kernel is idle', async () => {
+  it('asks for the kernel-kept samples after hello, once the kernel has been idle a moment', async () => {
     const kernel = new FakeKernel('k1');
     kernel.status = 'busy'; // e.g. "Run All" right after opening the notebook
     const { bridge } = setup(kernel);
@@ -62,11 +62,24 @@ describe('KernelBridge: connecting', () => {
     const asked = () =>
       kernel.open('control')[0].sent.filter(m => m.method === 'get_samples');
     expect(asked()).toHaveLength(0);
-    kernel.setStatus('idle');
-    expect(asked()).toHaveLength(1);
-    kernel.setStatus('busy');
-    kernel.setStatus('idle');
-    expect(asked()).toHaveLength(1); // once per hello
+    jest.useFakeTimers();
+    try {
+      // "Run All": idle for an instant between cells does not count as quiet
+      kernel.setStatus('idle');
+      jest.advanceTimersByTime(KernelBridge.BACKFILL_QUIET_MS / 2);
+      kernel.setStatus('busy');
+      jest.advanceTimersByTime(KernelBridge.BACKFILL_QUIET_MS);
+      expect(asked()).toHaveLength(0);
+      kernel.setStatus('idle');
+      jest.advanceTimersByTime(KernelBridge.BACKFILL_QUIET_MS + 1);
+      expect(asked()).toHaveLength(1);
+      kernel.setStatus('busy');
+      kernel.setStatus('idle');
+      jest.advanceTimersByTime(KernelBridge.BACKFILL_QUIET_MS + 1);
+      expect(asked()).toHaveLength(1); // once per hello
+    } finally {
+      jest.useRealTimers();
+    }
     bridge.dispose();
   });
 
