@@ -46,10 +46,6 @@ class InsightLink:
             engine.uninstall()
         self._installed = enabled
 
-    def cell_ended(self) -> None:
-        if self._installed and self._engine is not None:
-            self._engine.cell_ended()
-
     def after_cell(self, budget_ms: float) -> dict[str, Any] | None:
         self.set_enabled(True)
         if not self._installed:

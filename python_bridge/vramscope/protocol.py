@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Literal, TypedDict, Union
+from typing import Any, Literal, TypedDict, Union, get_args
 
 PROTOCOL_VERSION = "1.0.0"
 COMM_TARGET = "vramscope"
@@ -29,15 +29,7 @@ Method = Literal[
     "report_error",
     "get_samples",
 ]
-METHODS: tuple[str, ...] = (
-    "get_report",
-    "get_devices",
-    "set_settings",
-    "get_insight",
-    "clear_history",
-    "report_error",
-    "get_samples",
-)
+METHODS: tuple[str, ...] = get_args(Method)
 #: Longest ``report_error`` message the kernel keeps (longer ones are cut).
 MAX_CLIENT_ERROR_CHARS = 500
 KERNEL_MESSAGE_TYPES = (

@@ -22,7 +22,6 @@ from .protocol import (
     MAX_CLIENT_ERROR_CHARS,
     MAX_NAME_CHARS,
     PROTOCOL_VERSION,
-    CellMessage,
     CellRecord,
     DeviceInfo,
     DeviceSample,
@@ -251,22 +250,15 @@ class Runtime:
             self.recorder.post_run_cell(result)
         except Exception as exc:
             self._internal(exc)
-        try:
-            self.insight.cell_ended()
-        except Exception as exc:
-            self._internal(exc, "model insight failed")
 
     def _after_cell(self, record: CellRecord, after: dict[str, DeviceSample]) -> None:
         if self._refresh_devices():
             # Once, when torch is first seen imported: new devices and/or new warnings.
             self.bridge.broadcast(self.devices_message())
         if self.bridge.has_streams:
-            message: CellMessage = {
-                "type": "cell",
-                "record": record,
-                "devices": self.device_infos(after),
-            }
-            self.bridge.broadcast(message)
+            self.bridge.broadcast(
+                {"type": "cell", "record": record, "devices": self.device_infos(after)}
+            )
         if self.settings["insight"] and "torch" in sys.modules:
             self._run_insight()
 

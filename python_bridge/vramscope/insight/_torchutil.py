@@ -41,10 +41,10 @@ def storage_info(t: torch.Tensor) -> Optional[tuple[StorageKey, int]]:
         return None
 
 
-def module_tensors(module: torch.nn.Module) -> Iterator[torch.Tensor]:
-    """Parameters and buffers of a module tree (each tensor object once)."""
-    yield from module.parameters()
-    for buf in module.buffers():
+def module_tensors(module: torch.nn.Module, recurse: bool = True) -> Iterator[torch.Tensor]:
+    """Parameters and buffers of a module tree, or of the module alone (each tensor once)."""
+    yield from module.parameters(recurse=recurse)
+    for buf in module.buffers(recurse=recurse):
         if buf is not None:
             yield buf
 

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -194,7 +193,7 @@ class ActivationTracker:
                 # tensors (a module reached through a plain attribute, a closure or a dict
                 # is not under its caller's tree).
                 self._excluded_roots.add(mid)
-                tensors = module_tensors(module) if not self._stack else _own_tensors(module)
+                tensors = module_tensors(module, recurse=not self._stack)
                 self._excluded |= storage_keys(tensors)
             if mid not in state.layers:
                 state.layers[mid] = LayerStat(type(module).__name__)
@@ -281,13 +280,3 @@ class ActivationTracker:
 
 def _unpack(t: torch.Tensor) -> torch.Tensor:
     return t
-
-
-def _own_tensors(module: torch.nn.Module) -> Iterator[torch.Tensor]:
-    """A module's own parameters and buffers (not its children's)."""
-    for p in module._parameters.values():
-        if p is not None:
-            yield p
-    for b in module._buffers.values():
-        if b is not None:
-            yield b

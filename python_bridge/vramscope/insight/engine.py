@@ -91,12 +91,6 @@ class InsightEngine:
         except Exception:
             pass
 
-    def cell_ended(self) -> None:
-        """A cell ended: forget the module stack and the per-cell exclusions now, even when
-        this cell's insight is deferred or coalesced into a later one."""
-        with contextlib.suppress(Exception):
-            self._tracker.reset_stack()
-
     def after_cell(self, budget_ms: float = 20.0) -> dict[str, Any]:
         """The Insight after a cell; resets the stack and the per-layer peaks."""
         try:
