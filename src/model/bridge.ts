@@ -325,17 +325,20 @@ export class KernelBridge implements IDisposable {
   }
 
   /**
-   * Fetch the samples the kernel kept (`get_samples`) once the kernel has been idle for a
-   * moment: the reply can be large, and building it while a cell runs (requests are served
-   * on another thread during busy cells) would show in that cell's CPU memory figures. A
-   * "Run All" goes idle for an instant between cells: the quiet period lets it finish first.
+   * Fetch the samples the kernel kept (`get_samples`) once the kernel has been quiet for a
+   * moment: idle, and no execute request sent on this connection still unanswered. While a
+   * cell runs, ipykernel serves comm requests on another thread, and that work (ipykernel's
+   * own included, ~200 KB measured the first time) shows in the running cell's CPU memory
+   * figures. "Run All" queues every cell at once and goes idle for an instant between them,
+   * and the idle status of the last cell can arrive before the busy of a cell just sent:
+   * hence both conditions and the quiet period.
    */
   private _maybeBackfill(): void {
     if (this._backfillTimer) {
       clearTimeout(this._backfillTimer);
       this._backfillTimer = 0;
     }
-    if (!this._backfillPending || this._watched?.status !== 'idle') {
+    if (!this._backfillPending || !this._kernelQuiet()) {
       return;
     }
     this._backfillTimer = window.setTimeout(() => {
@@ -343,13 +346,41 @@ export class KernelBridge implements IDisposable {
       if (
         this._backfillPending &&
         !this._isDisposed &&
-        this._watched?.status === 'idle' &&
+        this._kernelQuiet() &&
         this._session.status === 'connected'
       ) {
         this._backfillPending = false;
         void this._session.backfillSamples();
       }
     }, KernelBridge.BACKFILL_QUIET_MS);
+  }
+
+  /** The kernel is idle and has no execute request of this connection left to answer. */
+  private _kernelQuiet(): boolean {
+    return this._watched?.status === 'idle' && this._executing.size === 0;
+  }
+
+  /** Keep the ids of this connection's execute requests until their replies come. */
+  private _onAnyMessage(
+    kernel: Kernel.IKernelConnection,
+    args: Kernel.IAnyMessageArgs
+  ): void {
+    if (kernel !== this._watched) {
+      return;
+    }
+    const { msg, direction } = args;
+    if (direction === 'send' && msg.header.msg_type === 'execute_request') {
+      this._executing.add(msg.header.msg_id);
+      this._maybeBackfill(); // cancels a quiet period in progress
+    } else if (
+      direction === 'recv' &&
+      msg.header.msg_type === 'execute_reply'
+    ) {
+      const parent = msg.parent_header as Partial<KernelMessage.IHeader>;
+      if (parent.msg_id && this._executing.delete(parent.msg_id)) {
+        this._maybeBackfill();
+      }
+    }
   }
 
   /** A protocol mismatch (in `hello` or the kernel's error): stop using the comms. */
@@ -370,11 +401,14 @@ export class KernelBridge implements IDisposable {
         this._onConnectionStatus,
         this
       );
+      this._watched.anyMessage.disconnect(this._onAnyMessage, this);
     }
     this._watched = kernel;
+    this._executing.clear();
     if (kernel) {
       this._hadKernel = true;
       kernel.statusChanged.connect(this._onKernelStatus, this);
+      kernel.anyMessage.connect(this._onAnyMessage, this);
       kernel.connectionStatusChanged.connect(this._onConnectionStatus, this);
     }
   }
@@ -429,6 +463,7 @@ export class KernelBridge implements IDisposable {
       this._onRestart();
     } else if (status === 'dead') {
       this._newGeneration(false);
+      this._executing.clear();
       this._awaitingKernel = true;
       this._session.setStatus(
         'error',
@@ -457,6 +492,7 @@ export class KernelBridge implements IDisposable {
       return; // already handled (the context and the kernel both say so)
     }
     this._newGeneration(false);
+    this._executing.clear(); // the restarted kernel answers none of them
     this._awaitingKernel = true;
     this._session.markRestart();
     this._session.setStatus(
@@ -505,6 +541,8 @@ export class KernelBridge implements IDisposable {
   private _isDisposed = false;
   private _backfillPending = false;
   private _backfillTimer = 0;
+  /** msg_ids of execute requests sent on the watched connection, not yet answered. */
+  private _executing = new Set<string>();
   private _retries = 0;
   private _watchdog: ReturnType<typeof setTimeout> | undefined = undefined;
 }

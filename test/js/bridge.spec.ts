@@ -83,6 +83,59 @@ describe('KernelBridge: connecting', () => {
     bridge.dispose();
   });
 
+  it('waits for the replies of execute requests already sent, even while the kernel says idle', async () => {
+    const kernel = new FakeKernel('k1');
+    const { bridge } = setup(kernel);
+    await connected(kernel);
+    await flush();
+    const asked = () =>
+      kernel.open('control')[0].sent.filter(m => m.method === 'get_samples');
+    jest.useFakeTimers();
+    try {
+      // "Run All" sent two cells; their busy status has not arrived yet.
+      const first = kernel.sendExecute();
+      const second = kernel.sendExecute();
+      jest.advanceTimersByTime(KernelBridge.BACKFILL_QUIET_MS * 3);
+      expect(asked()).toHaveLength(0);
+      first();
+      kernel.setStatus('idle'); // between the two cells
+      jest.advanceTimersByTime(KernelBridge.BACKFILL_QUIET_MS * 3);
+      expect(asked()).toHaveLength(0);
+      second();
+      jest.advanceTimersByTime(KernelBridge.BACKFILL_QUIET_MS / 2);
+      expect(asked()).toHaveLength(0); // the quiet period starts at the last reply
+      jest.advanceTimersByTime(KernelBridge.BACKFILL_QUIET_MS);
+      expect(asked()).toHaveLength(1);
+    } finally {
+      jest.useRealTimers();
+    }
+    bridge.dispose();
+  });
+
+  it('forgets unanswered execute requests when the kernel restarts', async () => {
+    const kernel = new FakeKernel('k1');
+    const { context, bridge } = setup(kernel);
+    await connected(kernel);
+    await flush();
+    kernel.sendExecute(); // never answered: the kernel is restarted under it
+    await context.restart(kernel);
+    await flush();
+    const [stream] = kernel.open('stream');
+    const [control] = kernel.open('control');
+    stream.receive(hello({ session_id: 'proc-2' }));
+    jest.useFakeTimers();
+    try {
+      kernel.setStatus('idle');
+      jest.advanceTimersByTime(KernelBridge.BACKFILL_QUIET_MS + 1);
+      expect(control.sent.filter(m => m.method === 'get_samples')).toHaveLength(
+        1
+      );
+    } finally {
+      jest.useRealTimers();
+    }
+    bridge.dispose();
+  });
+
   it('sends no set_settings when the kernel already has the settings', async () => {
     const kernel = new FakeKernel('k1');
     const { bridge } = setup(kernel);

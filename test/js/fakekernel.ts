@@ -64,6 +64,10 @@ export class FakeKernel {
   isDisposed = false;
   statusChanged = new Signal<FakeKernel, Status>(this);
   connectionStatusChanged = new Signal<FakeKernel, string>(this);
+  /** Like `IKernelConnection.anyMessage`: execute requests sent and their replies. */
+  anyMessage = new Signal<FakeKernel, { msg: any; direction: 'send' | 'recv' }>(
+    this
+  );
   comms: FakeComm[] = [];
   executes: IPendingExecute[] = [];
   /** Answer bootstraps at once with this reply (null: leave them pending). */
@@ -85,7 +89,28 @@ export class FakeKernel {
     this.connectionStatusChanged.emit(status);
   }
 
+  /**
+   * An execute request sent on this connection (by the notebook, as "Run All" does): the
+   * `anyMessage` of the request now; call the returned function for that of its reply.
+   */
+  sendExecute(): () => void {
+    const msgId = `exec-${++this._msgCount}`;
+    this.anyMessage.emit({
+      msg: { header: { msg_id: msgId, msg_type: 'execute_request' } },
+      direction: 'send'
+    });
+    return () =>
+      this.anyMessage.emit({
+        msg: {
+          header: { msg_id: `reply-${msgId}`, msg_type: 'execute_reply' },
+          parent_header: { msg_id: msgId, msg_type: 'execute_request' }
+        },
+        direction: 'recv'
+      });
+  }
+
   requestExecute(content: { code: string }): any {
+    const replied = this.sendExecute();
     let resolveDone: () => void = () => undefined;
     let rejectDone: (e: Error) => void = () => undefined;
     const done = new Promise<void>((res, rej) => {
@@ -97,6 +122,7 @@ export class FakeKernel {
     const pending: IPendingExecute = {
       code: content.code,
       reply: (c: IReply) => {
+        replied();
         future.onReply({ content: c });
         resolveDone();
       },
@@ -121,6 +147,7 @@ export class FakeKernel {
     return this.comms.filter(c => c.channel === channel && !c.isDisposed);
   }
 
+  private _msgCount = 0;
   private _language: string;
 }
 

@@ -1,7 +1,7 @@
 import { expect, test } from '@jupyterlab/galata';
 
 import { newNotebookWithPanel, plotTraces, rows, runCode } from './lab';
-import { panelBuilt, screenshotPath } from './utils';
+import { IMPORT_TORCH, panelBuilt, screenshotPath } from './utils';
 
 const SCREENSHOT = screenshotPath('panel.png');
 
@@ -27,8 +27,9 @@ test.describe('per-cell memory (issue 2)', () => {
       page.locator('#vramscope-panel .vramscope-Device[data-device-id="cpu"]')
     ).toBeVisible();
 
-    // torch's import allocates by itself: import first, then measure the tensor alone.
-    await runCode(page, 0, 'import torch');
+    // torch's import and first operation allocate by themselves: do them first, then measure
+    // the tensor alone.
+    await runCode(page, 0, IMPORT_TORCH);
     await runCode(
       page,
       1,
@@ -56,7 +57,7 @@ test.describe('per-cell memory (issue 2)', () => {
     page
   }) => {
     const status = await newNotebookWithPanel(page, 'restart.ipynb');
-    await runCode(page, 0, 'import torch');
+    await runCode(page, 0, IMPORT_TORCH);
     await runCode(page, 1, 'x = torch.ones(16 * 1024 * 1024)');
     await expect(rows(page).filter({ hasText: '+64.0 MiB' })).toHaveCount(1);
     const before = await rows(page).count();
@@ -77,7 +78,7 @@ test.describe('per-cell memory (issue 2)', () => {
     });
 
     // The new kernel is measured too (execution counts start again at 1).
-    await runCode(page, 2, 'import torch');
+    await runCode(page, 2, IMPORT_TORCH);
     await runCode(page, 3, 'y = torch.ones(8 * 1024 * 1024)  # 32 MiB');
     const after = (await page.notebook.getCellLocator(3))!.locator(
       '.vramscope-CellFooter-text'
@@ -99,7 +100,7 @@ test.describe('per-cell memory (issue 2)', () => {
     tmpPath
   }) => {
     await newNotebookWithPanel(page, 'persist.ipynb');
-    await runCode(page, 0, 'import torch');
+    await runCode(page, 0, IMPORT_TORCH);
     await runCode(page, 1, 'x = torch.ones(16 * 1024 * 1024)  # 64 MiB');
     const footer = () =>
       page.notebook
@@ -147,7 +148,7 @@ test.describe('per-cell memory (issue 2)', () => {
   test('screenshot of the panel next to a notebook', async ({ page }) => {
     await page.setViewportSize({ width: 1400, height: 1000 });
     await newNotebookWithPanel(page, 'tour.ipynb');
-    await runCode(page, 0, 'import torch');
+    await runCode(page, 0, IMPORT_TORCH);
     await runCode(page, 1, 'x = torch.ones(16 * 1024 * 1024)  # 64 MiB');
     await runCode(
       page,

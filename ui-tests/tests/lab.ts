@@ -5,6 +5,8 @@
 import { expect, IJupyterLabPageFixture } from '@jupyterlab/galata';
 import type { Locator } from '@playwright/test';
 
+import { debuggerAnswered, watchDebugRequests } from './utils';
+
 export async function openPanel(page: IJupyterLabPageFixture): Promise<void> {
   await page.evaluate(() =>
     (window as any).jupyterapp.shell.activateById('vramscope-panel')
@@ -40,6 +42,7 @@ export async function runCode(
   source: string
 ): Promise<void> {
   await setCode(page, index, source);
+  await debuggerAnswered(page); // the previous cell's: see watchDebugRequests
   await page.notebook.runCell(index, { inplace: true });
 }
 
@@ -53,6 +56,7 @@ export async function startCode(
   source: string
 ): Promise<Locator> {
   await setCode(page, index, source);
+  await debuggerAnswered(page);
   await page.notebook.runCell(index, { inplace: true, wait: false });
   const prompt = (await page.notebook.getCellLocator(index))!.locator(
     '.jp-InputArea-prompt'
@@ -91,6 +95,7 @@ export async function newNotebookWithPanel(
   name: string,
   panelWidth = 460
 ): Promise<Locator> {
+  watchDebugRequests(page);
   await page.notebook.createNew(name);
   await page.sidebar.close('left');
   await openPanel(page);

@@ -5,7 +5,13 @@
  */
 import { expect, type Page, test } from '@playwright/test';
 
-import { panelBuilt, screenshotPath } from './utils';
+import {
+  debuggerAnswered,
+  IMPORT_TORCH,
+  panelBuilt,
+  screenshotPath,
+  watchDebugRequests
+} from './utils';
 
 const NB_URL = process.env.VRAMSCOPE_NB_URL as string;
 const NAME = 'notebook7.ipynb';
@@ -44,6 +50,7 @@ test.describe('Jupyter Notebook 7 (issue 2)', () => {
     await page.setViewportSize({ width: 1400, height: 820 });
     const errors: string[] = [];
     page.on('pageerror', err => errors.push(String(err)));
+    watchDebugRequests(page);
     page.on('console', msg => {
       if (msg.type() === 'error') {
         errors.push(msg.text());
@@ -66,7 +73,7 @@ test.describe('Jupyter Notebook 7 (issue 2)', () => {
             language_info: { name: 'python' }
           },
           cells: [
-            code('import torch'),
+            code(IMPORT_TORCH),
             code('x = torch.ones(16 * 1024 * 1024)  # 64 MiB of float32')
           ]
         }
@@ -139,13 +146,22 @@ test.describe('Jupyter Notebook 7 (issue 2)', () => {
     });
 
     await test.step('running the cells gives +64.0 MiB in the footer and the panel', async () => {
-      await page.evaluate(() =>
-        (window as any).jupyterapp.commands.execute('notebook:run-all-cells')
-      );
-      const footer = page
-        .locator('.jp-Notebook .jp-Cell')
-        .nth(1)
-        .locator('.vramscope-CellFooter-text');
+      const cell = (i: number) => page.locator('.jp-Notebook .jp-Cell').nth(i);
+      const run = (i: number) =>
+        page.evaluate(async index => {
+          const app = (window as any).jupyterapp;
+          app.shell.currentWidget.content.activeCellIndex = index;
+          await app.commands.execute('notebook:run-cell');
+        }, i);
+      // One cell at a time, the next once the kernel has answered the debugger's request
+      // that follows each cell (see watchDebugRequests): not "Run All".
+      await run(0);
+      await expect(cell(0).locator('.vramscope-CellFooter-text')).toBeVisible({
+        timeout: 90_000
+      });
+      await debuggerAnswered(page);
+      await run(1);
+      const footer = cell(1).locator('.vramscope-CellFooter-text');
       await expect(footer).toContainText('+64.0 MiB', { timeout: 90_000 });
       await expect(
         page.locator(
@@ -157,6 +173,20 @@ test.describe('Jupyter Notebook 7 (issue 2)', () => {
     await page
       .locator('#vramscope-panel .vramscope-Timeline-window')
       .selectOption({ label: '1 min' });
+    // The plot redraws on its next (throttled) frame: wait for its x axis to span 1 minute.
+    await expect
+      .poll(
+        () =>
+          page.evaluate(() => {
+            const gd = document.querySelector(
+              '#vramscope-panel .vramscope-Timeline-plot'
+            ) as any;
+            const range: number[] = gd?._fullLayout?.xaxis?.range ?? [NaN, NaN];
+            return (range[1] - range[0]) / 1000; // linear axis in milliseconds
+          }),
+        { timeout: 10_000 }
+      )
+      .toBeCloseTo(60, 0);
     await page.screenshot({ path: screenshotPath('notebook7.png') });
     expect(errors.filter(e => /vramscope/i.test(e))).toEqual([]);
   });

@@ -1,5 +1,6 @@
 import * as fs from 'fs';
 import * as path from 'path';
+import { expect, type Page } from '@playwright/test';
 
 export const ROOT = path.resolve(__dirname, '..', '..');
 
@@ -28,4 +29,57 @@ export function screenshotPath(name: string): string {
   const file = path.join(ROOT, 'docs', 'images', name);
   fs.mkdirSync(path.dirname(file), { recursive: true });
   return file;
+}
+
+/**
+ * The first cell of a test that measures the next one. torch's first operation sets up its
+ * intra-op thread pool and dispatch caches, ~41 KB of CPU memory measured (45 KB in the cell
+ * after a bare `import torch`, 4 KB after this), which is real memory but at one decimal of
+ * MiB moves a 64 MiB tensor's `+64.0 MiB` close to `+64.1 MiB`. Warm torch up here so the
+ * measured cell holds its tensor and nothing else.
+ */
+export const IMPORT_TORCH = [
+  'import torch',
+  '',
+  "# torch's first operation sets up its thread pool: keep that out of the next cell",
+  '_warm = torch.ones(1 << 22)',
+  'del _warm'
+].join('\n');
+
+const debugWatchers = new WeakMap<Page, { pending: number }>();
+
+/**
+ * Count the debug requests `page` sends to its kernels that have no reply yet, from now on
+ * (call it before the notebook's kernel connects). JupyterLab's debugger asks for the
+ * kernel's module list after every cell and ipykernel answers on its control thread; with
+ * torch imported that takes ~0.2 MiB of CPU memory, counted in whatever cell runs meanwhile
+ * (figures are per process: README, "How memory is measured").
+ */
+export function watchDebugRequests(page: Page): void {
+  if (debugWatchers.has(page)) {
+    return;
+  }
+  const watcher = { pending: 0 };
+  debugWatchers.set(page, watcher);
+  page.on('websocket', ws => {
+    const count = (change: number, msgType: RegExp) => (frame: any) => {
+      const text =
+        typeof frame.payload === 'string'
+          ? frame.payload
+          : frame.payload.toString('latin1');
+      if (msgType.test(text)) {
+        watcher.pending += change;
+      }
+    };
+    ws.on('framesent', count(1, /"msg_type":\s*"debug_request"/));
+    ws.on('framereceived', count(-1, /"msg_type":\s*"debug_reply"/));
+  });
+}
+
+/** Wait until the kernel has answered every debug request of `page` (see above). */
+export async function debuggerAnswered(page: Page): Promise<void> {
+  const watcher = debugWatchers.get(page);
+  if (watcher) {
+    await expect.poll(() => watcher.pending, { timeout: 30_000 }).toBe(0);
+  }
 }
