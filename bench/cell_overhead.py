@@ -4,11 +4,13 @@ Round trips of a ``pass`` cell (execute_request -> execute_reply) are timed in s
 paired A/B with the bridge loaded (stream comm open, so ``cell`` messages are sent) and
 unloaded (``%unload_ext vramscope``), the order alternating from pair to pair. Prints the
 median of the per-pair differences and ratios of block medians (target < 0.5 ms added), the
-pooled medians, and the hook pair's own cost timed inside the kernel; ``--record`` writes
-them to bench/RESULTS.md. No asserts: numbers on a shared machine are noisy.
+pooled medians, and the CPU time of the bridge's per-cell work timed inside the kernel (the
+hooks, and the follow-up work that real cells run after their reply: the ``cell`` message,
+model insight); ``--record`` writes them to bench/RESULTS.md. No asserts: numbers on a shared
+machine are noisy.
 
-    python bench/cell_overhead.py [--pairs 16] [--cells 25] [--hz 10] [--torch] [--gap 0.05]
-                                  [--record]
+    python bench/cell_overhead.py [--pairs 16] [--cells 25] [--hz 10] [--torch] [--no-insight]
+                                  [--gap 0.05] [--record]
 """
 
 from __future__ import annotations
@@ -46,6 +48,9 @@ def main() -> None:
     parser.add_argument("--hz", type=float, default=10.0, help="sample rate while loaded")
     parser.add_argument("--torch", action="store_true", help="import torch (insight runs too)")
     parser.add_argument(
+        "--no-insight", action="store_true", help="setting insight=False (with --torch)"
+    )
+    parser.add_argument(
         "--gap",
         type=float,
         default=0.05,
@@ -68,7 +73,10 @@ def main() -> None:
             for loaded in (True, False) if i % 2 == 0 else (False, True):
                 kernel.run_ok("%load_ext vramscope" if loaded else "%unload_ext vramscope")
                 if loaded:  # unloading closed the comms: open the stream again
-                    kernel.run_ok(f"import vramscope; vramscope.settings(sample_hz={args.hz})")
+                    extra = ", insight=False" if args.no_insight else ""
+                    kernel.run_ok(
+                        f"import vramscope; vramscope.settings(sample_hz={args.hz}{extra})"
+                    )
                     stream = kernel.comm_open("stream")
                     kernel.comm_data(stream, "hello")
                 kernel.execute("pass")  # settle after the toggle
@@ -108,14 +116,24 @@ def main() -> None:
         f"median per-pair ratio loaded/unloaded: {med(ratios):.3f}; total-time ratio {total:.3f}",
         f"pooled medians: loaded {pooled_on * 1000:.3f} ms, unloaded {pooled_off * 1000:.3f} ms "
         f"(n={args.pairs * args.cells} each)",
-        f"pre+post hook pair inside the kernel: {hook_us:.1f} us per cell without a stream comm, "
-        f"{hook_stream_us:.1f} us with one (the cell message is sent)"
-        + (" (torch imported: includes model insight)" if args.torch else " (torch not imported)")
+        f"CPU time of the per-cell work inside the kernel (hooks + the follow-up work done after "
+        f"the reply), after {2 * args.pairs * args.cells} cells: {hook_us:.1f} us per cell "
+        f"without a stream comm, {hook_stream_us:.1f} us with one (the cell message is sent)"
+        + (
+            (
+                " (torch imported, insight off)"
+                if args.no_insight
+                else " (torch imported: includes model insight)"
+            )
+            if args.torch
+            else " (torch not imported)"
+        )
         + f"; sampler at {args.hz:g} Hz",
     ]
     print("\n".join(lines))
     if args.record:
         title = "cell_overhead" + (" (with torch)" if args.torch else "")
+        title += " (insight off)" if args.no_insight else ""
         record(title + ("" if args.gap else " back to back"), lines)
 
 

@@ -122,6 +122,11 @@ class CellRecorder:
         self._on_record(record, after)
         return record
 
+    @property
+    def running(self) -> bool:
+        """A cell has started and not ended."""
+        return bool(self._stack)
+
     def drop_pending(self) -> None:
         """Forget started cells whose ``post_run_cell`` will not come (hooks removed mid-cell)."""
         if self._stack:

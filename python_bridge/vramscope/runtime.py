@@ -15,6 +15,7 @@ from typing import Any, cast
 
 from . import environment
 from ._version import __version__
+from .after_reply import AfterReply
 from .bridge import Bridge
 from .devices import CpuDevice, Device, accelerator_devices
 from .insight_link import InsightLink
@@ -69,6 +70,9 @@ class Runtime:
             close_window=self.sampler.close_window,
             on_record=self._after_cell,
         )
+        self.after_reply = AfterReply(
+            busy=lambda: self.recorder.running, on_error=lambda exc: self._internal(exc)
+        )
         self.insight = InsightLink(shell, self.device_reading)
         self._installed_on: Any = None
         self._lock = threading.Lock()
@@ -110,6 +114,7 @@ class Runtime:
         # the cell running the unload had its pre_run_cell: it must not be closed (with a
         # bogus duration) by the post_run_cell of the cell that loads the bridge again
         self.recorder.drop_pending()
+        self.after_reply.discard()
         self.shutdown()
         self.bridge.unregister()
         atexit.unregister(self.shutdown)
@@ -233,6 +238,12 @@ class Runtime:
     # --- IPython events (never raise) -----------------------------------------------------
 
     def _pre_run_cell(self, info: Any) -> None:
+        # the previous cell's message and insight, if its reply left no time for them: done
+        # before this cell's starting readings, never inside its measurement
+        try:
+            self.after_reply.flush()
+        except Exception as exc:
+            self._internal(exc)
         try:
             if self.settings["insight"] and "torch" in sys.modules:
                 # torch may have been imported where no post_run_cell ran (a silent execute,
@@ -252,6 +263,10 @@ class Runtime:
             self._internal(exc)
 
     def _after_cell(self, record: CellRecord, after: dict[str, DeviceSample]) -> None:
+        """The recorder's ``on_record``: publishing waits for the execute reply."""
+        self.after_reply.submit(lambda: self._publish_cell(record, after))
+
+    def _publish_cell(self, record: CellRecord, after: dict[str, DeviceSample]) -> None:
         if self._refresh_devices():
             # Once, when torch is first seen imported: new devices and/or new warnings.
             self.bridge.broadcast(self.devices_message())

@@ -385,6 +385,23 @@ def test_never_raises_and_is_json(ns: dict[str, Any]) -> None:
         eng.uninstall()
 
 
+def test_user_items_leaves_out_ipython_names_and_keeps_order() -> None:
+    from vramscope.insight.holders import user_items
+
+    ns: dict[str, Any] = {"__name__": "__main__", "In": [], "Out": {}, "_": None, "_ii": ""}
+    ns.update({f"_i{n}": "pass" for n in range(1, 400)})  # one per cell run
+    ns.update({"_12": 1, "zeta": 1, "_private": 2, "alpha": 3, "hidden_one": 4})
+    hidden = {"hidden_one": 0}
+    assert [n for n, _ in user_items(ns, hidden)] == ["zeta", "_private", "alpha"]
+    # names already classified, new ones added, one rebound: same answers as a fresh look
+    ns["_i400"] = "pass"
+    ns["beta"] = 5
+    ns["zeta"] = 6
+    del ns["alpha"]
+    assert user_items(ns, hidden) == [("zeta", 6), ("_private", 2), ("beta", 5)]
+    assert user_items(ns, ["hidden_one", "beta"]) == [("zeta", 6), ("_private", 2)]
+
+
 def test_ipython_output_cache_and_traceback() -> None:
     from IPython.core.interactiveshell import InteractiveShell
 

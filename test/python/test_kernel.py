@@ -57,6 +57,35 @@ def test_64_mib_cell_delta(kernel: KernelHarness, streams: dict[str, Any]) -> No
     assert {"layers", "breakdown", "holders", "scan_ms", "skipped"} <= set(insight)
 
 
+def test_queued_cells_are_measured_alone(kernel: KernelHarness, streams: dict[str, Any]) -> None:
+    """ "Run All": cells queued back to back, with a model in the namespace so that the
+    follow-up work of each cell (its message, model insight) is real. That work runs before the
+    next cell's starting readings, never inside them: each delta is its own tensor's bytes."""
+    kernel.run_ok(
+        "burst_model = torch.nn.Sequential(*[torch.nn.Linear(256, 256) for _ in range(8)])\n"
+        "burst_model(torch.ones(64, 256)).sum().backward()"
+    )
+    cells = [
+        ("burst-1", "b1 = torch.ones(4 * 1024 * 1024)", 16 * MIB),
+        ("burst-2", "b2 = torch.ones(8 * 1024 * 1024)", 32 * MIB),
+        ("burst-3", "del b1", -16 * MIB),
+        ("burst-4", "b3 = torch.ones(2 * 1024 * 1024)", 8 * MIB),
+    ]
+    ids = [kernel.send_execute(code, cell_id) for cell_id, code, _ in cells]
+    for msg_id in ids:
+        assert kernel.reply(msg_id)["content"]["status"] == "ok"
+    records = {}
+    while len(records) < len(cells):
+        record = kernel.comm_data(streams["stream"], "cell")["record"]
+        if str(record["cell_id"]).startswith("burst-"):
+            records[record["cell_id"]] = record
+    assert list(records) == [cell_id for cell_id, _, _ in cells]  # in order, once each
+    for cell_id, _, expected in cells:
+        delta = records[cell_id]["devices"]["cpu"]["delta_bytes"]
+        assert abs(delta - expected) <= 48 * 1024, (cell_id, delta - expected)
+    kernel.run_ok("del b2, b3, burst_model")
+
+
 def test_alloc_free_cell_peak(kernel: KernelHarness, streams: dict[str, Any]) -> None:
     code = "tmp = torch.ones(32 * 1024 * 1024)\ndel tmp"
     cpu = _cell(kernel, streams["stream"], "cell-128", code)["record"]["devices"]["cpu"]

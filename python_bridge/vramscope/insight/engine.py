@@ -156,7 +156,9 @@ class InsightEngine:
         breakdown = compute_breakdown(
             all_modules, optimizers, self._tracker.live_storages(), self._total_fn
         )
-        holders, skipped = scan_holders(self._ns(), self._shell, deadline, self._limits, excluded)
+        holders, skipped = scan_holders(
+            self._ns(), self._shell, deadline, self._limits, excluded, items=items
+        )
         if skipped is not None:
             skipped = f"{skipped}; budget {budget_ms:g} ms"
         return {

@@ -259,23 +259,35 @@ def _describe_variable(name: str, obj: Any, tally: _Tally) -> tuple[str, str, st
     )
 
 
+#: Names seen in a namespace, and those of them that are never user variables (IPython's
+#: history ``_i12``/``_12``, dunders): a name is classified once, not again after every cell.
+#: IPython adds an ``_iN`` per cell, so a long session has thousands of them.
+_SEEN_NAMES: set[str] = set()
+_NOT_USER_NAMES: set[str] = set(_IPYTHON_NAMES)
+
+
 def user_items(namespace: dict[str, Any], hidden: Iterable[str]) -> list[tuple[str, Any]]:
-    skip = set(hidden) | _IPYTHON_NAMES
-    return [
-        (name, value)
-        for name, value in list(namespace.items())
-        if not name.startswith("__") and name not in skip and not _HISTORY_NAME.match(name)
-    ]
+    """The user's variables in ``namespace`` (its order), without IPython's own names."""
+    keys = namespace.keys()
+    new = keys - _SEEN_NAMES
+    if new:
+        _NOT_USER_NAMES.update(
+            n for n in new if n.startswith("__") or _HISTORY_NAME.match(n) is not None
+        )
+        _SEEN_NAMES.update(new)
+    keep = keys - _NOT_USER_NAMES
+    keep -= hidden.keys() if isinstance(hidden, dict) else set(hidden)
+    return [(name, value) for name, value in list(namespace.items()) if name in keep]
 
 
 def _output_cache_objects(namespace: dict[str, Any], shell: Any) -> list[Any]:
+    """What IPython's output cache keeps: ``Out`` (the same objects as ``_12``...) and
+    ``_``/``__``/``___``."""
     objs: list[Any] = []
     out = namespace.get("Out")
     if isinstance(out, dict):
         objs.extend(out.values())
-    for name, value in list(namespace.items()):
-        if name in ("_", "__", "___") or (_HISTORY_NAME.match(name) and name[1:].isdigit()):
-            objs.append(value)
+    objs.extend(namespace.get(name) for name in ("_", "__", "___"))
     if shell is not None:
         hook = getattr(shell, "displayhook", None)
         objs.extend(getattr(hook, attr, None) for attr in ("_", "__", "___"))
@@ -309,16 +321,19 @@ def scan_holders(
     deadline: float,
     limits: Optional[ScanLimits] = None,
     param_keys: Optional[set[StorageKey]] = None,
+    items: Optional[list[tuple[str, Any]]] = None,
 ) -> tuple[list[dict[str, Any]], Optional[str]]:
     """The protocol's ``holders`` list (bytes desc) and a skip reason when over budget.
 
     ``param_keys``: parameter storages, never charged to an autograd graph that saves them.
+    ``items``: the namespace's ``user_items`` when the caller has them already.
     """
     limits = limits or ScanLimits()
     scanner = HolderScanner(deadline, limits, param_keys)
     found: list[dict[str, Any]] = []
-    hidden = getattr(shell, "user_ns_hidden", {}) if shell is not None else {}
-    items = user_items(namespace, hidden)
+    if items is None:
+        hidden = getattr(shell, "user_ns_hidden", {}) if shell is not None else {}
+        items = user_items(namespace, hidden)
     skipped: Optional[str] = None
     done = 0
     try:

@@ -1,0 +1,83 @@
+"""Run a cell's follow-up work (its ``cell`` message, model insight) after its execute reply.
+
+IPython's ``post_run_cell`` hooks run before ipykernel sends the execute reply, so whatever
+they do adds to every cell's round trip (measured: ~0.3 ms to send the ``cell`` message,
+~1.3 ms of model insight with torch imported). ``AfterReply`` queues that work and runs it
+from a callback on the kernel's event loop, which gets to run once the reply has gone out.
+The callback waits a few milliseconds more (``delay_s``): on a busy machine the front end and
+the server need the CPU right then to show the cell as done, and the follow-up work (model
+insight with torch imported: ~0.3-2 ms) would otherwise compete with them for it.
+
+The work must never overlap another cell's measurement: a cell that starts before the
+callback ran (a queued "Run All") calls ``flush()`` in its ``pre_run_cell``, before taking
+its own starting readings, and a callback that fires while a cell is running (an async cell
+awaiting) leaves the work queued for that cell's end. Without a running event loop (a plain
+IPython shell) the work runs at once, as it would in the hook.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Callable
+
+Job = Callable[[], None]
+
+#: How long after the execute reply the follow-up work runs, at the earliest.
+DELAY_S = 0.005
+
+
+class AfterReply:
+    def __init__(
+        self,
+        busy: Callable[[], bool],
+        on_error: Callable[[BaseException], None],
+        delay_s: float = DELAY_S,
+    ) -> None:
+        """``busy()``: a cell is running; ``on_error``: gets what a job raised."""
+        self._busy = busy
+        self._on_error = on_error
+        self._delay_s = delay_s
+        self._jobs: list[Job] = []
+        self._handle: Any = None
+
+    @property
+    def pending(self) -> int:
+        return len(self._jobs)
+
+    def submit(self, job: Job) -> None:
+        """Queue ``job`` to run after the current execute reply (at once without a loop)."""
+        self._jobs.append(job)
+        if self._handle is not None:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self.flush()
+            return
+        self._handle = loop.call_later(self._delay_s, self._fire)
+
+    def flush(self) -> None:
+        """Run the queued work now, oldest first (a cell is about to start)."""
+        self._cancel_callback()
+        while self._jobs:
+            job = self._jobs.pop(0)
+            try:
+                job()
+            except Exception as exc:
+                self._on_error(exc)
+
+    def discard(self) -> None:
+        """Drop the queued work (the bridge is being unloaded)."""
+        self._cancel_callback()
+        self._jobs.clear()
+
+    def _fire(self) -> None:
+        self._handle = None
+        if self._busy():
+            return  # an async cell is awaiting: its post_run_cell queues and schedules again
+        self.flush()
+
+    def _cancel_callback(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None

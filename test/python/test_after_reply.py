@@ -1,0 +1,108 @@
+"""AfterReply: a cell's follow-up work runs after the reply, or before the next cell starts."""
+
+from __future__ import annotations
+
+import asyncio
+
+from vramscope.after_reply import AfterReply
+
+
+def _queue(
+    busy: list[bool] | None = None, delay_s: float = 0.0
+) -> tuple[AfterReply, list[str], list[BaseException]]:
+    ran: list[str] = []
+    errors: list[BaseException] = []
+    flag = busy if busy is not None else [False]
+    queue = AfterReply(busy=lambda: flag[0], on_error=errors.append, delay_s=delay_s)
+    return queue, ran, errors
+
+
+def test_without_a_loop_the_work_runs_at_once() -> None:
+    queue, ran, _ = _queue()
+    queue.submit(lambda: ran.append("a"))
+    assert ran == ["a"] and queue.pending == 0
+
+
+def test_with_a_loop_the_work_waits_for_the_loop() -> None:
+    queue, ran, _ = _queue()
+
+    async def cell() -> list[str]:
+        queue.submit(lambda: ran.append("a"))
+        queue.submit(lambda: ran.append("b"))
+        seen = list(ran)  # the hook returns: nothing has run yet
+        await asyncio.sleep(0)  # the loop gets to run (ipykernel has sent the reply)
+        return seen
+
+    assert asyncio.run(cell()) == []
+    assert ran == ["a", "b"]
+
+
+def test_the_work_waits_the_delay_after_the_reply() -> None:
+    queue, ran, _ = _queue(delay_s=0.05)
+
+    async def cell() -> tuple[list[str], list[str]]:
+        queue.submit(lambda: ran.append("a"))
+        await asyncio.sleep(0)  # the reply has gone out: the front end gets the CPU first
+        early = list(ran)
+        await asyncio.sleep(0.2)
+        return early, list(ran)
+
+    assert asyncio.run(cell()) == ([], ["a"])
+
+
+def test_a_cell_that_starts_first_flushes_the_queue() -> None:
+    queue, ran, _ = _queue()
+
+    async def run_all() -> list[str]:
+        queue.submit(lambda: ran.append("cell 1"))
+        queue.flush()  # cell 2's pre_run_cell, before its readings
+        seen = list(ran)
+        await asyncio.sleep(0)
+        return seen
+
+    assert asyncio.run(run_all()) == ["cell 1"]
+    assert ran == ["cell 1"]  # the cancelled callback did not run it again
+
+
+def test_a_running_cell_keeps_the_work_for_its_end() -> None:
+    busy = [True]
+    queue, ran, _ = _queue(busy)
+
+    async def async_cell() -> None:
+        queue.submit(lambda: ran.append("inner"))  # a nested cell ended
+        await asyncio.sleep(0)  # the outer (async) cell awaits: still running
+        assert ran == [] and queue.pending == 1
+        busy[0] = False
+        queue.submit(lambda: ran.append("outer"))  # the outer cell's post_run_cell
+        await asyncio.sleep(0)
+
+    asyncio.run(async_cell())
+    assert ran == ["inner", "outer"]
+
+
+def test_a_failing_job_is_reported_and_the_rest_still_run() -> None:
+    queue, ran, errors = _queue()
+
+    def boom() -> None:
+        raise RuntimeError("boom")
+
+    async def cell() -> None:
+        queue.submit(boom)
+        queue.submit(lambda: ran.append("after"))
+        await asyncio.sleep(0)
+
+    asyncio.run(cell())
+    assert ran == ["after"]
+    assert [str(e) for e in errors] == ["boom"]
+
+
+def test_discard_drops_the_queue() -> None:
+    queue, ran, _ = _queue()
+
+    async def cell() -> None:
+        queue.submit(lambda: ran.append("a"))
+        queue.discard()
+        await asyncio.sleep(0)
+
+    asyncio.run(cell())
+    assert ran == [] and queue.pending == 0
