@@ -418,6 +418,10 @@ def test_ipython_output_cache_and_traceback() -> None:
         holders = {h["kind"]: h for h in eng.after_cell(1000)["holders"]}
         assert holders["output_cache"]["bytes"] == 2048 * KIB
         assert holders["output_cache"]["fix"] == "%reset -f out"
+        for value in ("1", "2", "3", "Out.clear()"):  # now only _1 holds it
+            run(value)
+        holders = {h["kind"]: h for h in eng.after_cell(1000)["holders"]}
+        assert holders["output_cache"]["bytes"] == 2048 * KIB
         run("%reset -f out")
         assert "output_cache" not in {h["kind"] for h in eng.after_cell(1000)["holders"]}
 

@@ -264,30 +264,46 @@ def _describe_variable(name: str, obj: Any, tally: _Tally) -> tuple[str, str, st
 #: IPython adds an ``_iN`` per cell, so a long session has thousands of them.
 _SEEN_NAMES: set[str] = set()
 _NOT_USER_NAMES: set[str] = set(_IPYTHON_NAMES)
+_OUTPUT_NAMES: set[str] = set()  # _12: Out[12]
+_MISSING = object()
+
+
+def _classify(keys: Any) -> None:
+    new = keys - _SEEN_NAMES
+    if new:
+        for name in new:
+            if name.startswith("__") or _HISTORY_NAME.match(name) is not None:
+                _NOT_USER_NAMES.add(name)
+                if name[1:].isdigit():
+                    _OUTPUT_NAMES.add(name)
+        _SEEN_NAMES.update(new)
 
 
 def user_items(namespace: dict[str, Any], hidden: Iterable[str]) -> list[tuple[str, Any]]:
     """The user's variables in ``namespace`` (its order), without IPython's own names."""
     keys = namespace.keys()
-    new = keys - _SEEN_NAMES
-    if new:
-        _NOT_USER_NAMES.update(
-            n for n in new if n.startswith("__") or _HISTORY_NAME.match(n) is not None
-        )
-        _SEEN_NAMES.update(new)
+    _classify(keys)
     keep = keys - _NOT_USER_NAMES
     keep -= hidden.keys() if isinstance(hidden, dict) else set(hidden)
-    return [(name, value) for name, value in list(namespace.items()) if name in keep]
+    # in namespace order; set operations and filter() keep the per-name work in C
+    items = []
+    for name in filter(keep.__contains__, list(namespace)):
+        value = namespace.get(name, _MISSING)
+        if value is not _MISSING:
+            items.append((name, value))
+    return items
 
 
 def _output_cache_objects(namespace: dict[str, Any], shell: Any) -> list[Any]:
-    """What IPython's output cache keeps: ``Out`` (the same objects as ``_12``...) and
-    ``_``/``__``/``___``."""
+    """What IPython's output cache keeps: ``Out``, ``_12``... and ``_``/``__``/``___``."""
     objs: list[Any] = []
     out = namespace.get("Out")
     if isinstance(out, dict):
         objs.extend(out.values())
-    objs.extend(namespace.get(name) for name in ("_", "__", "___"))
+    keys = namespace.keys()
+    _classify(keys)
+    for name in ("_", "__", "___", *(keys & _OUTPUT_NAMES)):
+        objs.append(namespace.get(name))
     if shell is not None:
         hook = getattr(shell, "displayhook", None)
         objs.extend(getattr(hook, attr, None) for attr in ("_", "__", "___"))
