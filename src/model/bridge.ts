@@ -357,7 +357,18 @@ export class KernelBridge implements IDisposable {
 
   /** The kernel is idle and has no execute request of this connection left to answer. */
   private _kernelQuiet(): boolean {
-    return this._watched?.status === 'idle' && this._executing.size === 0;
+    if (this._watched?.status !== 'idle') {
+      return false;
+    }
+    // An idle kernel is not working on a request sent long ago: its reply was lost (a
+    // dropped websocket), and it must not hold the backfill back for ever.
+    const now = Date.now();
+    for (const [msgId, sentAt] of this._executing) {
+      if (now - sentAt > KernelBridge.LOST_REPLY_MS) {
+        this._executing.delete(msgId);
+      }
+    }
+    return this._executing.size === 0;
   }
 
   /** Keep the ids of this connection's execute requests until their replies come. */
@@ -370,7 +381,7 @@ export class KernelBridge implements IDisposable {
     }
     const { msg, direction } = args;
     if (direction === 'send' && msg.header.msg_type === 'execute_request') {
-      this._executing.add(msg.header.msg_id);
+      this._executing.set(msg.header.msg_id, Date.now());
       this._maybeBackfill(); // cancels a quiet period in progress
     } else if (
       direction === 'recv' &&
@@ -541,8 +552,8 @@ export class KernelBridge implements IDisposable {
   private _isDisposed = false;
   private _backfillPending = false;
   private _backfillTimer = 0;
-  /** msg_ids of execute requests sent on the watched connection, not yet answered. */
-  private _executing = new Set<string>();
+  /** Execute requests sent on the watched connection and not answered: msg_id -> sent at. */
+  private _executing = new Map<string, number>();
   private _retries = 0;
   private _watchdog: ReturnType<typeof setTimeout> | undefined = undefined;
 }
@@ -550,6 +561,8 @@ export class KernelBridge implements IDisposable {
 export namespace KernelBridge {
   /** Quiet (idle) time before the kernel-kept samples are fetched after a hello. */
   export const BACKFILL_QUIET_MS = 500;
+  /** An execute request still unanswered this long while the kernel is idle lost its reply. */
+  export const LOST_REPLY_MS = 10_000;
   /** How long an attempt may stay `connecting` (kernel idle) before it is retried. */
   export const CONNECT_TIMEOUT_MS = 8000;
   /** Retries after a timeout before the status becomes `error`. */

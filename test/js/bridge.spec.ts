@@ -112,6 +112,28 @@ describe('KernelBridge: connecting', () => {
     bridge.dispose();
   });
 
+  it('does not wait for ever for a reply that was lost', async () => {
+    const kernel = new FakeKernel('k1');
+    const { bridge } = setup(kernel);
+    await connected(kernel);
+    await flush();
+    const asked = () =>
+      kernel.open('control')[0].sent.filter(m => m.method === 'get_samples');
+    jest.useFakeTimers();
+    try {
+      kernel.sendExecute(); // its reply never comes; the kernel stays idle
+      kernel.setStatus('idle');
+      jest.advanceTimersByTime(KernelBridge.LOST_REPLY_MS + 1);
+      expect(asked()).toHaveLength(0);
+      kernel.setStatus('idle');
+      jest.advanceTimersByTime(KernelBridge.BACKFILL_QUIET_MS + 1);
+      expect(asked()).toHaveLength(1);
+    } finally {
+      jest.useRealTimers();
+    }
+    bridge.dispose();
+  });
+
   it('forgets unanswered execute requests when the kernel restarts', async () => {
     const kernel = new FakeKernel('k1');
     const { context, bridge } = setup(kernel);
