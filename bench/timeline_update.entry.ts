@@ -94,6 +94,16 @@ async function run(options: {
     });
   }
 
+  // A training cell has been running for a minute while the live updates arrive: its band
+  // grows with them.
+  session.runningCell = {
+    msgId: 'running',
+    cellId: 'running',
+    executionCount: 999,
+    start: T0 + options.samples / HZ - 60,
+    codeHead: 'train(model, loader)'
+  };
+
   const view = new TimelineView({ windowSeconds: Infinity });
   view.node.style.width = `${options.width ?? 1200}px`;
   view.node.style.height = '400px';

@@ -18,7 +18,8 @@ import type {
   ConnectionStatus,
   ICellEntry,
   IMemorySession,
-  IRingBuffer
+  IRingBuffer,
+  IRunningCell
 } from '../src/tokens';
 
 export class FakeRing<T> implements IRingBuffer<T> {
@@ -71,6 +72,7 @@ export class FakeSession implements IMemorySession {
   samples: FakeRing<ISample>;
   restarts: number[] = [];
   insight: IInsight | null = null;
+  runningCell: IRunningCell | null = null;
   settings: ISettings | null = null;
   epoch = 0;
   isDisposed = false;
@@ -89,6 +91,9 @@ export class FakeSession implements IMemorySession {
     this
   );
   insightChanged: Signal<IMemorySession, IInsight | null> = new Signal(this);
+  runningCellChanged: Signal<IMemorySession, IRunningCell | null> = new Signal(
+    this
+  );
   changed: Signal<IMemorySession, void> = new Signal(this);
 
   /** Append samples and emit `samplesAdded`. */

@@ -135,7 +135,7 @@ const worstMean = Math.max(
 const ratio = result.naive.median / result.all.update.median;
 const met = worst <= 16 && worstMean <= 16;
 const lines = [
-  `history: ${result.samples.toLocaleString('en-US')} samples (8 h at 10 Hz, cuda:0 with 4 traces, 48 cell bands), plot ${opts.width} px wide, 1 sample per update; times include the style and layout the update causes`,
+  `history: ${result.samples.toLocaleString('en-US')} samples (8 h at 10 Hz, cuda:0 with 4 traces, 48 cell bands and the band of a cell running for the last minute, which grows with the updates), plot ${opts.width} px wide, 1 sample per update; times include the style and layout the update causes`,
   `first draw (sync + downsample + newPlot, incl. plotly load): ${f(result.firstDrawMs)} ms`,
   `our share (ingest + downsample + figure build, window "all"): median ${f(result.ingestAndDownsample.median)} ms`,
   row('60 s ramps, window "all" (8 h)', result.all),

@@ -38,6 +38,21 @@ export interface ICellEntry {
   epoch: number;
 }
 
+/**
+ * The cell the kernel is running now, known from this front end's own execute request and
+ * the kernel's `execute_input` for it (the bridge reports a cell only once it has ended).
+ */
+export interface IRunningCell {
+  /** The execute request's msg_id. */
+  msgId: string;
+  cellId: string | null;
+  executionCount: number | null;
+  /** Kernel wall-clock start (UNIX seconds): the date of the kernel's `execute_input`. */
+  start: number;
+  /** The first non-empty line of the cell's code. */
+  codeHead: string;
+}
+
 /** A bounded, append-only ring buffer (oldest entries are dropped). */
 export interface IRingBuffer<T> {
   readonly capacity: number;
@@ -65,6 +80,8 @@ export interface IMemorySession extends IDisposable {
   /** Kernel wall-clock times (UNIX seconds) at which the kernel was seen restarting. */
   readonly restarts: ReadonlyArray<number>;
   readonly insight: IInsight | null;
+  /** The cell running now (this front end's execute requests only), or null. */
+  readonly runningCell: IRunningCell | null;
   readonly settings: ISettings | null;
   /** The current epoch (number of restarts seen). */
   readonly epoch: number;
@@ -74,6 +91,7 @@ export interface IMemorySession extends IDisposable {
   readonly devicesChanged: ISignal<IMemorySession, ReadonlyArray<IDeviceInfo>>;
   readonly samplesAdded: ISignal<IMemorySession, ReadonlyArray<ISample>>;
   readonly insightChanged: ISignal<IMemorySession, IInsight | null>;
+  readonly runningCellChanged: ISignal<IMemorySession, IRunningCell | null>;
   /** Any other change (warnings, restarts, history cleared, settings). */
   readonly changed: ISignal<IMemorySession, void>;
 

@@ -363,15 +363,20 @@ export class KernelBridge implements IDisposable {
     // An idle kernel is not working on a request sent long ago: its reply was lost (a
     // dropped websocket), and it must not hold the backfill back for ever.
     const now = Date.now();
-    for (const [msgId, sentAt] of this._executing) {
-      if (now - sentAt > KernelBridge.LOST_REPLY_MS) {
+    for (const [msgId, execute] of this._executing) {
+      if (now - execute.sentAt > KernelBridge.LOST_REPLY_MS) {
         this._executing.delete(msgId);
+        this._session.cellEnded(msgId);
       }
     }
     return this._executing.size === 0;
   }
 
-  /** Keep the ids of this connection's execute requests until their replies come. */
+  /**
+   * Follow this connection's execute requests: kept until their replies come (see
+   * `_maybeBackfill`), and the session told which cell runs from the kernel's
+   * `execute_input` until the reply (the timeline draws its band while it runs).
+   */
   private _onAnyMessage(
     kernel: Kernel.IKernelConnection,
     args: Kernel.IAnyMessageArgs
@@ -380,17 +385,44 @@ export class KernelBridge implements IDisposable {
       return;
     }
     const { msg, direction } = args;
-    if (direction === 'send' && msg.header.msg_type === 'execute_request') {
-      this._executing.set(msg.header.msg_id, Date.now());
-      this._maybeBackfill(); // cancels a quiet period in progress
-    } else if (
-      direction === 'recv' &&
-      msg.header.msg_type === 'execute_reply'
-    ) {
-      const parent = msg.parent_header as Partial<KernelMessage.IHeader>;
-      if (parent.msg_id && this._executing.delete(parent.msg_id)) {
-        this._maybeBackfill();
+    const type = msg.header.msg_type;
+    if (direction === 'send') {
+      if (type === 'execute_request') {
+        const content = (msg.content ?? {}) as Partial<
+          KernelMessage.IExecuteRequestMsg['content']
+        >;
+        const cellId = (msg.metadata as { cellId?: unknown } | undefined)
+          ?.cellId;
+        this._executing.set(msg.header.msg_id, {
+          sentAt: Date.now(),
+          cellId: typeof cellId === 'string' && cellId ? cellId : null,
+          code: typeof content.code === 'string' ? content.code : '',
+          silent: content.silent === true
+        });
+        this._maybeBackfill(); // cancels a quiet period in progress
       }
+      return;
+    }
+    const parentId = (msg.parent_header as Partial<KernelMessage.IHeader>)
+      .msg_id;
+    const execute = parentId ? this._executing.get(parentId) : undefined;
+    if (!parentId || !execute) {
+      return;
+    }
+    if (type === 'execute_input' && !execute.silent) {
+      const count = ((msg.content ?? {}) as { execution_count?: unknown })
+        .execution_count;
+      this._session.cellStarted({
+        msgId: parentId,
+        cellId: execute.cellId,
+        executionCount: typeof count === 'number' ? count : null,
+        start: Private.kernelTime(msg.header.date),
+        codeHead: Private.codeHead(execute.code)
+      });
+    } else if (type === 'execute_reply') {
+      this._executing.delete(parentId);
+      this._session.cellEnded(parentId);
+      this._maybeBackfill();
     }
   }
 
@@ -416,6 +448,7 @@ export class KernelBridge implements IDisposable {
     }
     this._watched = kernel;
     this._executing.clear();
+    this._session.cellEnded(null);
     if (kernel) {
       this._hadKernel = true;
       kernel.statusChanged.connect(this._onKernelStatus, this);
@@ -475,6 +508,7 @@ export class KernelBridge implements IDisposable {
     } else if (status === 'dead') {
       this._newGeneration(false);
       this._executing.clear();
+      this._session.cellEnded(null);
       this._awaitingKernel = true;
       this._session.setStatus(
         'error',
@@ -552,8 +586,8 @@ export class KernelBridge implements IDisposable {
   private _isDisposed = false;
   private _backfillPending = false;
   private _backfillTimer = 0;
-  /** Execute requests sent on the watched connection and not answered: msg_id -> sent at. */
-  private _executing = new Map<string, number>();
+  /** Execute requests sent on the watched connection and not answered yet, by msg_id. */
+  private _executing = new Map<string, Private.IExecute>();
   private _retries = 0;
   private _watchdog: ReturnType<typeof setTimeout> | undefined = undefined;
 }
@@ -583,6 +617,33 @@ namespace Private {
     status: string;
     ename?: string;
     evalue?: string;
+  }
+
+  /** An execute request sent on the watched connection, not answered yet. */
+  export interface IExecute {
+    /** `Date.now()` when it was sent. */
+    sentAt: number;
+    /** JupyterLab's cell id (the request's `metadata.cellId`), null if none. */
+    cellId: string | null;
+    code: string;
+    silent: boolean;
+  }
+
+  /** A kernel message date (ISO 8601) in UNIX seconds; now when it is missing or invalid. */
+  export function kernelTime(date: unknown): number {
+    const ms = typeof date === 'string' ? Date.parse(date) : NaN;
+    return (Number.isFinite(ms) ? ms : Date.now()) / 1000;
+  }
+
+  /** The first non-empty line of `code`, trimmed, at most 120 characters (the bridge's). */
+  export function codeHead(code: string): string {
+    for (const line of code.split('\n')) {
+      const text = line.trim();
+      if (text) {
+        return text.slice(0, 120);
+      }
+    }
+    return '';
   }
 
   /** Whether the kernel is on its way out or between processes. */

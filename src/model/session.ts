@@ -22,7 +22,12 @@ import {
   Method,
   PROTOCOL_VERSION
 } from '../protocol';
-import { ConnectionStatus, ICellEntry, IMemorySession } from '../tokens';
+import {
+  ConnectionStatus,
+  ICellEntry,
+  IMemorySession,
+  IRunningCell
+} from '../tokens';
 import { validateKernelMessage, validateSample } from '../validate';
 import { RingBuffer } from './ringbuffer';
 
@@ -114,6 +119,12 @@ export class MemorySession implements IMemorySession {
   get samplesAdded(): ISignal<this, ReadonlyArray<ISample>> {
     return this._samplesAdded;
   }
+  get runningCell(): IRunningCell | null {
+    return this._running;
+  }
+  get runningCellChanged(): ISignal<this, IRunningCell | null> {
+    return this._runningCellChanged;
+  }
   get insightChanged(): ISignal<this, IInsight | null> {
     return this._insightChanged;
   }
@@ -187,12 +198,28 @@ export class MemorySession implements IMemorySession {
    * history is kept. Pending requests are rejected.
    */
   markRestart(time?: number): void {
+    this.cellEnded(null);
     this._epoch++;
     this._restarts.push(time ?? this._now());
     this._epochSessionId = null;
     this._kernel = null;
     this._rejectPending('restarted', 'the kernel restarted');
     this._changed.emit();
+  }
+
+  /** The kernel started running `cell` (one of this front end's execute requests). */
+  cellStarted(cell: IRunningCell): void {
+    this._running = { ...cell };
+    this._runningCellChanged.emit(this._running);
+  }
+
+  /** The execute request `msgId` was answered; null: whatever was running is not any more. */
+  cellEnded(msgId: string | null): void {
+    if (!this._running || (msgId !== null && this._running.msgId !== msgId)) {
+      return;
+    }
+    this._running = null;
+    this._runningCellChanged.emit(null);
   }
 
   addWarning(message: string): void {
@@ -581,6 +608,8 @@ export class MemorySession implements IMemorySession {
   private _devicesChanged = new Signal<this, ReadonlyArray<IDeviceInfo>>(this);
   private _samplesAdded = new Signal<this, ReadonlyArray<ISample>>(this);
   private _insightChanged = new Signal<this, IInsight | null>(this);
+  private _running: IRunningCell | null = null;
+  private _runningCellChanged = new Signal<this, IRunningCell | null>(this);
   private _changed = new Signal<this, void>(this);
   private _helloReceived = new Signal<this, IHelloMessage>(this);
 }

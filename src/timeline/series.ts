@@ -12,7 +12,12 @@
  * breaks instead of bridging two kernel processes.
  */
 import type { ICellRecord, IDeviceInfo, ISample } from '../protocol';
-import type { ICellEntry, IMemorySession, IRingBuffer } from '../tokens';
+import type {
+  ICellEntry,
+  IMemorySession,
+  IRingBuffer,
+  IRunningCell
+} from '../tokens';
 import { IPoints, MinMaxSeries } from './downsample';
 
 export type DeviceKind = IDeviceInfo['kind'];
@@ -185,6 +190,8 @@ export interface ICellBand {
   deltaBytes: number | null;
   peakDeltaBytes: number | null;
   epoch: number;
+  /** The cell is still running: `end` is the newest sample time, not its end. */
+  running?: boolean;
 }
 
 /** Cell bands for one device, in start order. */
@@ -219,6 +226,29 @@ function bandOf(
     deltaBytes: d ? d.delta_bytes : null,
     peakDeltaBytes: d ? d.peak_delta_bytes : null,
     epoch
+  };
+}
+
+/** The band of the cell running now, from its start to `end` (the newest sample time). */
+export function runningBand(
+  cell: IRunningCell,
+  end: number,
+  epoch: number
+): ICellBand {
+  return {
+    cellId: cell.cellId,
+    executionCount: cell.executionCount,
+    start: cell.start,
+    end: Math.max(cell.start, end),
+    label: cell.executionCount === null ? '[*]' : `[${cell.executionCount}]`,
+    codeHead: cell.codeHead,
+    ok: true,
+    oom: false,
+    errorType: null,
+    deltaBytes: null,
+    peakDeltaBytes: null,
+    epoch,
+    running: true
   };
 }
 

@@ -18,6 +18,7 @@ import {
   DeviceSeries,
   ICellBand,
   ITraceSpec,
+  runningBand,
   TimelineSeries
 } from './series';
 
@@ -142,6 +143,7 @@ export class TimelineView extends Widget {
       old.samplesAdded.disconnect(this._onSamples, this);
       old.cellRecorded.disconnect(this._onChanged, this);
       old.changed.disconnect(this._onChanged, this);
+      old.runningCellChanged.disconnect(this._onChanged, this);
       old.devicesChanged.disconnect(this._onChanged, this);
     }
     this._session = session;
@@ -152,6 +154,7 @@ export class TimelineView extends Widget {
       session.samplesAdded.connect(this._onSamples, this);
       session.cellRecorded.connect(this._onChanged, this);
       session.changed.connect(this._onChanged, this);
+      session.runningCellChanged.connect(this._onChanged, this);
       session.devicesChanged.connect(this._onChanged, this);
       this._series.sync(session);
     }
@@ -706,6 +709,21 @@ export class TimelineView extends Widget {
     const bands = cellBands(this._session!.cells, dev.id).filter(
       b => b.end >= r0 && b.start <= r1
     );
+    const running = this._session!.runningCell;
+    if (running && running.start <= r1) {
+      // It grows with the samples, in steps of a few pixels: the band's end moves no more
+      // often than the followed window does (each move is a plotly replot).
+      const step =
+        ((r1 - r0) * Private.FOLLOW_STEP_PX) /
+        Math.max(100, width - Private.MARGIN_X);
+      const newest = this._series.timeSpan()[1];
+      const end = Number.isFinite(newest)
+        ? Math.min(r1, Math.ceil(newest / step) * step)
+        : running.start;
+      if (end >= r0) {
+        bands.push(runningBand(running, end, this._session!.epoch));
+      }
+    }
     const minWidth = (r1 - r0) * 0.004;
     const shapes: any[] = [];
     const annotations: any[] = [];
@@ -722,7 +740,7 @@ export class TimelineView extends Widget {
         marker: {
           color: bands.map(b => (b.oom || !b.ok ? theme.error : theme.band)),
           opacity: bands.map((b, i) =>
-            b.oom || !b.ok ? 0.18 : i % 2 ? 0.22 : 0.32
+            b.running ? 0.45 : b.oom || !b.ok ? 0.18 : i % 2 ? 0.22 : 0.32
           ),
           line: { width: 0 }
         },
@@ -1139,7 +1157,9 @@ namespace Private {
   export function bandHover(b: ICellBand, deviceId: string): string {
     const lines = [
       `<b>${escape(b.label)}</b> ${escape(b.codeHead || '(empty)')}`,
-      formatDuration(b.end - b.start)
+      b.running
+        ? `running for ${formatDuration(b.end - b.start)}`
+        : formatDuration(b.end - b.start)
     ];
     if (b.deltaBytes !== null) {
       lines.push(

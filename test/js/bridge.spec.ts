@@ -97,11 +97,11 @@ describe('KernelBridge: connecting', () => {
       const second = kernel.sendExecute();
       jest.advanceTimersByTime(KernelBridge.BACKFILL_QUIET_MS * 3);
       expect(asked()).toHaveLength(0);
-      first();
+      first.reply();
       kernel.setStatus('idle'); // between the two cells
       jest.advanceTimersByTime(KernelBridge.BACKFILL_QUIET_MS * 3);
       expect(asked()).toHaveLength(0);
-      second();
+      second.reply();
       jest.advanceTimersByTime(KernelBridge.BACKFILL_QUIET_MS / 2);
       expect(asked()).toHaveLength(0); // the quiet period starts at the last reply
       jest.advanceTimersByTime(KernelBridge.BACKFILL_QUIET_MS);
@@ -109,6 +109,50 @@ describe('KernelBridge: connecting', () => {
     } finally {
       jest.useRealTimers();
     }
+    bridge.dispose();
+  });
+
+  it('tells the session which cell runs, from its execute_input to its reply', async () => {
+    const kernel = new FakeKernel('k1');
+    const { session, bridge } = setup(kernel);
+    await connected(kernel);
+    await flush();
+    expect(session.runningCell).toBeNull(); // the silent bootstrap is no cell
+    const seen: (string | null)[] = [];
+    session.runningCellChanged.connect((_, c) => seen.push(c?.cellId ?? null));
+    const first = kernel.sendExecute({
+      code: '\n  for step in range(100):  \n    train(step)',
+      cellId: 'cell-a'
+    });
+    const second = kernel.sendExecute({ code: 'x = 1', cellId: 'cell-b' });
+    expect(session.runningCell).toBeNull(); // queued, not started
+    first.input(7, '2026-11-23T09:30:00.250000Z');
+    expect(session.runningCell).toEqual({
+      msgId: first.msgId,
+      cellId: 'cell-a',
+      executionCount: 7,
+      start: Date.parse('2026-11-23T09:30:00.250Z') / 1000,
+      codeHead: 'for step in range(100):'
+    });
+    first.reply();
+    expect(session.runningCell).toBeNull();
+    second.input(8);
+    expect(session.runningCell?.cellId).toBe('cell-b');
+    kernel.setStatus('dead');
+    expect(session.runningCell).toBeNull();
+    expect(seen).toEqual(['cell-a', null, 'cell-b', null]);
+    bridge.dispose();
+  });
+
+  it('a restart ends the running cell', async () => {
+    const kernel = new FakeKernel('k1');
+    const { context, session, bridge } = setup(kernel);
+    await connected(kernel);
+    await flush();
+    kernel.sendExecute({ code: 'while True: pass', cellId: 'c' }).input(1);
+    expect(session.runningCell?.executionCount).toBe(1);
+    await context.restart(kernel);
+    expect(session.runningCell).toBeNull();
     bridge.dispose();
   });
 

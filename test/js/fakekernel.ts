@@ -45,6 +45,14 @@ export class FakeComm {
   }
 }
 
+/** An execute request sent through `FakeKernel.sendExecute`. */
+export interface IFakeExecute {
+  msgId: string;
+  /** The kernel's `execute_input`: the cell starts (date: ISO 8601, default now). */
+  input(executionCount: number, date?: string): void;
+  reply(): void;
+}
+
 /** An execute the kernel has not answered yet. */
 export interface IPendingExecute {
   code: string;
@@ -91,26 +99,57 @@ export class FakeKernel {
 
   /**
    * An execute request sent on this connection (by the notebook, as "Run All" does): the
-   * `anyMessage` of the request now; call the returned function for that of its reply.
+   * `anyMessage` of the request now; the returned `input` and `reply` emit the kernel's
+   * `execute_input` (the cell starts) and `execute_reply` for it.
    */
-  sendExecute(): () => void {
+  sendExecute(
+    options: { code?: string; cellId?: string; silent?: boolean } = {}
+  ): IFakeExecute {
     const msgId = `exec-${++this._msgCount}`;
-    this.anyMessage.emit({
-      msg: { header: { msg_id: msgId, msg_type: 'execute_request' } },
-      direction: 'send'
-    });
-    return () =>
+    const parent = { msg_id: msgId, msg_type: 'execute_request' };
+    const recv = (msgType: string, content: unknown, date?: string) =>
       this.anyMessage.emit({
         msg: {
-          header: { msg_id: `reply-${msgId}`, msg_type: 'execute_reply' },
-          parent_header: { msg_id: msgId, msg_type: 'execute_request' }
+          header: {
+            msg_id: `${msgType}-${msgId}`,
+            msg_type: msgType,
+            date: date ?? new Date().toISOString()
+          },
+          parent_header: parent,
+          metadata: {},
+          content
         },
         direction: 'recv'
       });
+    this.anyMessage.emit({
+      msg: {
+        header: { ...parent },
+        parent_header: {},
+        metadata: options.cellId ? { cellId: options.cellId } : {},
+        content: {
+          code: options.code ?? 'pass',
+          silent: options.silent ?? false
+        }
+      },
+      direction: 'send'
+    });
+    return {
+      msgId,
+      input: (executionCount: number, date?: string) =>
+        recv(
+          'execute_input',
+          { code: options.code ?? 'pass', execution_count: executionCount },
+          date
+        ),
+      reply: () => recv('execute_reply', { status: 'ok' })
+    };
   }
 
-  requestExecute(content: { code: string }): any {
-    const replied = this.sendExecute();
+  requestExecute(content: { code: string; silent?: boolean }): any {
+    const execute = this.sendExecute({
+      code: content.code,
+      silent: content.silent ?? false
+    });
     let resolveDone: () => void = () => undefined;
     let rejectDone: (e: Error) => void = () => undefined;
     const done = new Promise<void>((res, rej) => {
@@ -122,7 +161,7 @@ export class FakeKernel {
     const pending: IPendingExecute = {
       code: content.code,
       reply: (c: IReply) => {
-        replied();
+        execute.reply();
         future.onReply({ content: c });
         resolveDone();
       },

@@ -227,6 +227,43 @@ describe('TimelineView', () => {
     expect(plot()).not.toBeNull();
   });
 
+  it('draws the running cell as a band that grows with the samples', async () => {
+    view.setSession(session);
+    const t0 = 1_700_000_000;
+    session.addSamples(sawtooth(100, { t0, amplitude: GiB }));
+    const running = {
+      msgId: 'm1',
+      cellId: 'c9',
+      executionCount: 9,
+      start: t0 + 5,
+      codeHead: 'for step in range(1000):'
+    };
+    session.runningCell = running;
+    session.runningCellChanged.emit(running);
+    await view.redraw();
+    let bars = plot().data.find((d: any) => d.name === 'cells');
+    expect(bars.text).toEqual(['[9]']);
+    expect(bars.customdata).toEqual(['c9']);
+    expect(bars.hovertext[0]).toContain('for step in range(1000):');
+    expect(bars.hovertext[0]).toContain('running for');
+    const firstWidth = bars.width[0];
+    // the newest sample is its end, to a few pixels
+    const newest = t0 + 99 * 0.1;
+    expect(firstWidth / 1000).toBeGreaterThanOrEqual(newest - running.start);
+    expect(firstWidth / 1000).toBeLessThan(newest - running.start + 2);
+
+    session.addSamples(sawtooth(100, { t0: t0 + 10, amplitude: GiB }));
+    await view.redraw();
+    bars = plot().data.find((d: any) => d.name === 'cells');
+    expect(bars.width[0]).toBeGreaterThan(firstWidth);
+
+    // It ends: the band goes, the cell's record (when it comes) is drawn instead.
+    session.runningCell = null;
+    session.runningCellChanged.emit(null);
+    await view.redraw();
+    expect(plot().data.map((d: any) => d.name)).toEqual(['axes']);
+  });
+
   it('draws the traces, cell bands and restart markers with plotly', async () => {
     view.setSession(session);
     const t0 = 1_700_000_000;

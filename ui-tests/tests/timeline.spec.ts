@@ -83,7 +83,17 @@ test.describe('live timeline (issue 3)', () => {
       await expect
         .poll(() => lastPlottedX(page), { timeout: 10_000 })
         .toBeGreaterThan(firstX);
-      // Both reads happened during the cell: it is still running now.
+      // The running cell is a band already, labelled with its execution count.
+      const runningBar = async () => {
+        const bars = (await plotTraces(page)).find(t => t.type === 'bar');
+        const i = bars ? bars.text.indexOf('[2]') : -1;
+        return i < 0 ? '' : String(bars.hovertext[i]);
+      };
+      await expect
+        .poll(runningBar, { timeout: 10_000 })
+        .toContain('running for');
+      expect(await runningBar()).toContain('xs = []');
+      // All reads happened during the cell: it is still running now.
       await expect(prompt).toHaveText('[*]:');
       await expect(busy).toBeVisible();
       test.info().annotations.push({
