@@ -8,8 +8,8 @@ from typing import Any, Callable
 
 from .protocol import empty_insight
 
-# device id -> in-use bytes or the device reading (see insight.breakdown.TotalFn)
-TotalFn = Callable[[str], "int | Mapping[str, Any] | None"]
+# device id -> the device's reading (see insight.breakdown.TotalFn)
+TotalFn = Callable[[str], "Mapping[str, Any] | None"]
 
 
 class InsightLink:

@@ -360,8 +360,15 @@ export class KernelBridge implements IDisposable {
     if (this._watched?.status !== 'idle') {
       return false;
     }
-    // An idle kernel is not working on a request sent long ago: its reply was lost (a
-    // dropped websocket), and it must not hold the backfill back for ever.
+    this._dropLostExecutes();
+    return this._executing.size === 0;
+  }
+
+  /**
+   * An idle kernel is not working on a request sent long ago: its reply was lost (a dropped
+   * websocket), and it must not hold the backfill (or the running band) for ever.
+   */
+  private _dropLostExecutes(): void {
     const now = Date.now();
     for (const [msgId, execute] of this._executing) {
       if (now - execute.sentAt > KernelBridge.LOST_REPLY_MS) {
@@ -369,7 +376,12 @@ export class KernelBridge implements IDisposable {
         this._session.cellEnded(msgId);
       }
     }
-    return this._executing.size === 0;
+  }
+
+  /** No reply will come for the execute requests sent so far (another kernel, a restart). */
+  private _forgetExecutes(): void {
+    this._executing.clear();
+    this._session.cellEnded(null);
   }
 
   /**
@@ -447,8 +459,7 @@ export class KernelBridge implements IDisposable {
       this._watched.anyMessage.disconnect(this._onAnyMessage, this);
     }
     this._watched = kernel;
-    this._executing.clear();
-    this._session.cellEnded(null);
+    this._forgetExecutes();
     if (kernel) {
       this._hadKernel = true;
       kernel.statusChanged.connect(this._onKernelStatus, this);
@@ -507,8 +518,7 @@ export class KernelBridge implements IDisposable {
       this._onRestart();
     } else if (status === 'dead') {
       this._newGeneration(false);
-      this._executing.clear();
-      this._session.cellEnded(null);
+      this._forgetExecutes();
       this._awaitingKernel = true;
       this._session.setStatus(
         'error',
@@ -537,7 +547,7 @@ export class KernelBridge implements IDisposable {
       return; // already handled (the context and the kernel both say so)
     }
     this._newGeneration(false);
-    this._executing.clear(); // the restarted kernel answers none of them
+    this._forgetExecutes(); // the restarted kernel answers none of them
     this._awaitingKernel = true;
     this._session.markRestart();
     this._session.setStatus(

@@ -28,6 +28,20 @@ function setup(
   return { context, session, bridge };
 }
 
+/** The `get_samples` requests the bridge sent on the first control comm. */
+const samplesAsked = (kernel: FakeKernel) =>
+  kernel.open('control')[0].sent.filter(m => m.method === 'get_samples');
+
+/** Run `body` on jest's fake timers (`Date.now` included), then on real ones again. */
+function withFakeTimers(body: () => void): void {
+  jest.useFakeTimers();
+  try {
+    body();
+  } finally {
+    jest.useRealTimers();
+  }
+}
+
 /** Connect fully: bootstrap answered, comms opened, `hello` received. */
 async function connected(kernel: FakeKernel, helloId = 'kernel-1') {
   await flush();
@@ -59,11 +73,9 @@ describe('KernelBridge: connecting', () => {
     const { bridge } = setup(kernel);
     await connected(kernel);
     await flush();
-    const asked = () =>
-      kernel.open('control')[0].sent.filter(m => m.method === 'get_samples');
+    const asked = () => samplesAsked(kernel);
     expect(asked()).toHaveLength(0);
-    jest.useFakeTimers();
-    try {
+    withFakeTimers(() => {
       // "Run All": idle for an instant between cells does not count as quiet
       kernel.setStatus('idle');
       jest.advanceTimersByTime(KernelBridge.BACKFILL_QUIET_MS / 2);
@@ -77,9 +89,7 @@ describe('KernelBridge: connecting', () => {
       kernel.setStatus('idle');
       jest.advanceTimersByTime(KernelBridge.BACKFILL_QUIET_MS + 1);
       expect(asked()).toHaveLength(1); // once per hello
-    } finally {
-      jest.useRealTimers();
-    }
+    });
     bridge.dispose();
   });
 
@@ -88,10 +98,8 @@ describe('KernelBridge: connecting', () => {
     const { bridge } = setup(kernel);
     await connected(kernel);
     await flush();
-    const asked = () =>
-      kernel.open('control')[0].sent.filter(m => m.method === 'get_samples');
-    jest.useFakeTimers();
-    try {
+    const asked = () => samplesAsked(kernel);
+    withFakeTimers(() => {
       // "Run All" sent two cells; their busy status has not arrived yet.
       const first = kernel.sendExecute();
       const second = kernel.sendExecute();
@@ -106,9 +114,7 @@ describe('KernelBridge: connecting', () => {
       expect(asked()).toHaveLength(0); // the quiet period starts at the last reply
       jest.advanceTimersByTime(KernelBridge.BACKFILL_QUIET_MS);
       expect(asked()).toHaveLength(1);
-    } finally {
-      jest.useRealTimers();
-    }
+    });
     bridge.dispose();
   });
 
@@ -161,10 +167,8 @@ describe('KernelBridge: connecting', () => {
     const { bridge } = setup(kernel);
     await connected(kernel);
     await flush();
-    const asked = () =>
-      kernel.open('control')[0].sent.filter(m => m.method === 'get_samples');
-    jest.useFakeTimers();
-    try {
+    const asked = () => samplesAsked(kernel);
+    withFakeTimers(() => {
       kernel.sendExecute(); // its reply never comes; the kernel stays idle
       kernel.setStatus('idle');
       jest.advanceTimersByTime(KernelBridge.LOST_REPLY_MS + 1);
@@ -172,9 +176,7 @@ describe('KernelBridge: connecting', () => {
       kernel.setStatus('idle');
       jest.advanceTimersByTime(KernelBridge.BACKFILL_QUIET_MS + 1);
       expect(asked()).toHaveLength(1);
-    } finally {
-      jest.useRealTimers();
-    }
+    });
     bridge.dispose();
   });
 
@@ -187,18 +189,12 @@ describe('KernelBridge: connecting', () => {
     await context.restart(kernel);
     await flush();
     const [stream] = kernel.open('stream');
-    const [control] = kernel.open('control');
     stream.receive(hello({ session_id: 'proc-2' }));
-    jest.useFakeTimers();
-    try {
+    withFakeTimers(() => {
       kernel.setStatus('idle');
       jest.advanceTimersByTime(KernelBridge.BACKFILL_QUIET_MS + 1);
-      expect(control.sent.filter(m => m.method === 'get_samples')).toHaveLength(
-        1
-      );
-    } finally {
-      jest.useRealTimers();
-    }
+      expect(samplesAsked(kernel)).toHaveLength(1); // the new kernel's control comm
+    });
     bridge.dispose();
   });
 

@@ -295,7 +295,6 @@ def test_breakdown_cuda_extras_from_a_device_reading() -> None:
     # no CUDA context yet: no device-wide figure, so no outside-PyTorch part
     assert _from_reading("cuda:1", {"used": 0, "reserved": 0}) == (0, {"reserved_free": 0})
     assert _from_reading("cpu", {"used": 7, "rss": 9}) == (7, {})
-    assert _from_reading("cpu", 5) == (5, {})
 
 
 def test_breakdown_total_fn_reading_reaches_the_breakdown(ns: dict[str, Any]) -> None:
@@ -308,11 +307,15 @@ def test_breakdown_total_fn_reading_reaches_the_breakdown(ns: dict[str, Any]) ->
 
 def test_breakdown_total_fn_and_clamp(ns: dict[str, Any]) -> None:
     ns["model"] = nn.Linear(32, 32)
-    eng = InsightEngine(namespace=ns, total_fn=lambda dev: 10_000_000 if dev == "cpu" else None)
+    eng = InsightEngine(
+        namespace=ns, total_fn=lambda dev: {"used": 10_000_000} if dev == "cpu" else None
+    )
     cpu = eng.snapshot()["breakdown"]["cpu"]
     assert cpu["total_bytes"] == 10_000_000
     assert cpu["other"] == 10_000_000 - (32 * 32 + 32) * 4
-    small = InsightEngine(namespace=ns, total_fn=lambda dev: 100).snapshot()["breakdown"]["cpu"]
+    small = InsightEngine(namespace=ns, total_fn=lambda dev: {"used": 100}).snapshot()["breakdown"][
+        "cpu"
+    ]
     assert small["other"] == 0
     assert small["clamped_bytes"] == (32 * 32 + 32) * 4 - 100
 

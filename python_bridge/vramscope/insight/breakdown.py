@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping
-from typing import Any, Callable, Optional, Union
+from typing import Any, Callable, Optional
 
 import torch
 
@@ -23,9 +23,9 @@ from ._torchutil import (
     storage_info,
 )
 
-#: ``device id -> measured in-use bytes``, or the device's reading (``{"used", "reserved",
-#: "device_used", ...}``, as the sampler reads it), or None to measure here.
-TotalFn = Callable[[str], Union[int, Mapping[str, Any], None]]
+#: ``device id -> the device's reading`` (``{"used", "reserved", "device_used", ...}``, as the
+#: sampler reads it), or None to measure here.
+TotalFn = Callable[[str], Optional[Mapping[str, Any]]]
 CATEGORIES = ("parameters", "gradients", "optimizer_state", "activations")
 
 
@@ -142,19 +142,15 @@ def _cuda_extras(used: int, reserved: Optional[int], device_used: Optional[int])
     return extra
 
 
-def _from_reading(
-    dev: str, reading: Union[int, Mapping[str, Any]]
-) -> tuple[Optional[int], dict[str, int]]:
-    """The measured total and CUDA extras from a caller's reading (bytes or a device sample)."""
-    if isinstance(reading, Mapping):
-        used = reading.get("used")
-        if used is None:
-            return None, {}
-        extra: dict[str, int] = {}
-        if dev.startswith("cuda:"):
-            extra = _cuda_extras(used, reading.get("reserved"), reading.get("device_used"))
-        return int(used), extra
-    return int(reading), {}
+def _from_reading(dev: str, reading: Mapping[str, Any]) -> tuple[Optional[int], dict[str, int]]:
+    """The measured total and CUDA extras from a caller's device reading."""
+    used = reading.get("used")
+    if used is None:
+        return None, {}
+    extra: dict[str, int] = {}
+    if dev.startswith("cuda:"):
+        extra = _cuda_extras(used, reading.get("reserved"), reading.get("device_used"))
+    return int(used), extra
 
 
 def _measure(dev: str) -> tuple[Optional[int], dict[str, int]]:

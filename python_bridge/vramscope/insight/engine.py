@@ -39,7 +39,7 @@ class InsightEngine:
     Args:
         shell: the IPython shell; its ``user_ns`` is scanned. May be None.
         namespace: the namespace to scan when ``shell`` is None.
-        total_fn: ``device id -> measured in-use bytes or None``; None falls back to the
+        total_fn: ``device id -> the device reading or None``; None falls back to the
             engine's own measurement (glibc mallinfo2 for cpu, the allocator for CUDA).
         min_holder_bytes: holders smaller than this are dropped.
         max_layers: at most this many module rows (named_modules order).
