@@ -3,7 +3,7 @@
  * python_bridge/vramscope/protocol.py. Shapes only; validation lives in `validate.ts`.
  */
 
-export const PROTOCOL_VERSION = '1.0.0';
+export const PROTOCOL_VERSION = '1.1.0';
 export const COMM_TARGET = 'vramscope';
 
 export type Channel = 'stream' | 'control';

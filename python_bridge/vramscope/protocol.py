@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from typing import Any, Literal, TypedDict, Union, get_args
 
-PROTOCOL_VERSION = "1.0.0"
+PROTOCOL_VERSION = "1.1.0"
 COMM_TARGET = "vramscope"
 CHANNELS = ("stream", "control")
 

@@ -59,7 +59,7 @@ describe('KernelBridge: connecting', () => {
     expect(kernel.executes.map(e => e.code)).toEqual([BOOTSTRAP_CODE]);
     expect(kernel.comms.map(c => c.channel)).toEqual(['control', 'stream']);
     expect(kernel.comms[0].targetName).toBe('vramscope');
-    expect(kernel.comms[0].metadata).toEqual({ protocol_version: '1.0.0' });
+    expect(kernel.comms[0].metadata).toEqual({ protocol_version: '1.1.0' });
     expect(session.status).toBe('connecting');
     kernel.comms[1].receive(hello());
     expect(session.status).toBe('connected');
@@ -292,7 +292,7 @@ describe('KernelBridge: connecting', () => {
     );
     expect(session.status).toBe('protocol-mismatch');
     expect(session.statusMessage).toContain('2.0.0');
-    expect(session.statusMessage).toContain('1.0.0');
+    expect(session.statusMessage).toContain('1.1.0');
     expect(kernel.open('stream')).toHaveLength(0);
     expect(kernel.open('control')).toHaveLength(0);
     await expect(session.request('get_devices', {})).rejects.toThrow(
@@ -309,7 +309,7 @@ describe('KernelBridge: connecting', () => {
     stream.receive({
       type: 'error',
       code: 'protocol_mismatch',
-      message: 'front end 1.0.0, bridge 2.0.0',
+      message: 'front end 1.1.0, bridge 2.0.0',
       in_reply_to: null
     });
     stream.onClose({});

@@ -103,7 +103,7 @@ describe('MemorySession: messages', () => {
     const s = new MemorySession({ path: 'nb.ipynb' });
     s.handleMessage(hello({ protocol_version: '2.0.0' }));
     expect(s.status).toBe('protocol-mismatch');
-    expect(s.statusMessage).toContain('1.0.0');
+    expect(s.statusMessage).toContain('1.1.0');
     expect(s.statusMessage).toContain('2.0.0');
   });
 

@@ -12,7 +12,7 @@ from typing import Any, Callable
 from jupyter_client.blocking.client import BlockingKernelClient
 from jupyter_client.manager import KernelManager
 
-PROTOCOL = "1.0.0"
+PROTOCOL = "1.1.0"
 BOOTSTRAP = "import vramscope as _vramscope; _vramscope._bootstrap()"
 
 Msg = dict[str, Any]

@@ -48,7 +48,7 @@ def test_stream_open_sends_hello() -> None:
     rt = Runtime()
     comm = _open(rt, "stream", "1.3.0")
     (hello,) = comm.sent
-    assert hello["type"] == "hello" and hello["protocol_version"] == "1.0.0"
+    assert hello["type"] == "hello" and hello["protocol_version"] == "1.1.0"
     assert set(hello) == {
         "type",
         "protocol_version",

@@ -37,7 +37,7 @@ def _cell(kernel: KernelHarness, stream: str, cell_id: str, code: str) -> dict[s
 
 def test_hello(streams: dict[str, Any]) -> None:
     hello = streams["hello"]
-    assert hello["protocol_version"] == "1.0.0"
+    assert hello["protocol_version"] == "1.1.0"
     assert hello["kernel"]["torch_version"]
     assert hello["devices"][0]["id"] == "cpu"
     assert hello["settings"]["sample_hz"] == 10

@@ -53,7 +53,7 @@ def _cell_message(k: KernelHarness, stream: str, cell_id: str) -> dict[str, Any]
 def test_one_plain_cell_registers_everything(fresh: KernelHarness, code: str) -> None:
     fresh.run_ok(code, "register")
     stream, hello = _hello(fresh)
-    assert hello["type"] == "hello" and hello["protocol_version"] == "1.0.0"
+    assert hello["type"] == "hello" and hello["protocol_version"] == "1.1.0"
     assert hello["devices"][0]["id"] == "cpu"
     # the per-cell hooks and the sampler are in as well
     fresh.run_ok("after_register = 1", "after-register")

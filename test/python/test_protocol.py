@@ -23,7 +23,7 @@ def test_version_matches_package_json() -> None:
 
 
 def test_protocol_version_matches_docs() -> None:
-    assert PROTOCOL_VERSION == "1.0.0"
+    assert PROTOCOL_VERSION == "1.1.0"
     assert f"version {PROTOCOL_VERSION}" in (ROOT / "docs" / "protocol.md").read_text()
 
 
