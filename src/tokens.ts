@@ -16,6 +16,7 @@ import {
   IKernelInfo,
   IRequestMap,
   ISample,
+  KernelMessage,
   ISettings,
   Method
 } from './protocol';
@@ -94,6 +95,8 @@ export interface IMemorySession extends IDisposable {
   readonly runningCellChanged: ISignal<IMemorySession, IRunningCell | null>;
   /** Any other change (warnings, restarts, history cleared, settings). */
   readonly changed: ISignal<IMemorySession, void>;
+  /** Every valid kernel message, after the session applied it (feature models filter it). */
+  readonly messageReceived: ISignal<IMemorySession, KernelMessage>;
 
   /** Send a typed request on the control comm. Rejects on error reply or timeout. */
   request<M extends Method>(

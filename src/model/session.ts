@@ -128,6 +128,14 @@ export class MemorySession implements IMemorySession {
   get insightChanged(): ISignal<this, IInsight | null> {
     return this._insightChanged;
   }
+  /**
+   * Every valid kernel message, after the session has applied it. Feature models (advice,
+   * exports, processes) follow the message types they own through this one signal.
+   */
+  get messageReceived(): ISignal<this, KernelMessage> {
+    return this._messageReceived;
+  }
+
   get changed(): ISignal<this, void> {
     return this._changed;
   }
@@ -186,6 +194,7 @@ export class MemorySession implements IMemorySession {
     }
     try {
       this._dispatch(msg);
+      this._messageReceived.emit(msg);
     } catch (e) {
       // A listener failing must not break the comm handler.
       console.error('vramscope: error while handling a kernel message', e);
@@ -611,6 +620,7 @@ export class MemorySession implements IMemorySession {
   private _running: IRunningCell | null = null;
   private _runningCellChanged = new Signal<this, IRunningCell | null>(this);
   private _changed = new Signal<this, void>(this);
+  private _messageReceived = new Signal<this, KernelMessage>(this);
   private _helloReceived = new Signal<this, IHelloMessage>(this);
 }
 
