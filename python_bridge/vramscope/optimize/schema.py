@@ -1,0 +1,119 @@
+"""Protocol shapes of the Optimize messages (docs/protocol.md, "Optimize (since 1.1)").
+
+Kept out of ``protocol.py`` (which imports them) so that file stays small; no torch here.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, TypedDict
+
+SuggestionKind = Literal["enable", "rewrite", "template", "free"]
+SearchState = Literal["running", "done", "failed"]
+
+
+class CellRef(TypedDict):
+    cell_id: str | None
+    execution_count: int | None
+
+
+class Names(TypedDict):
+    model: str | None
+    optimizer: str | None
+    loss_fn: str | None
+    data: str | None
+    batch: str | None
+
+
+class Predicted(TypedDict):
+    activation_bytes_before: int | None
+    activation_bytes_after: int | None
+    saving_bytes: int
+    step_peak_saving_bytes: int | None
+    saving_fraction: float | None
+
+
+class Cost(TypedDict):
+    text: str
+    factor: float | None
+
+
+class Suggestion(TypedDict):
+    id: str
+    technique: str
+    title: str
+    why: list[str]
+    predicted: Predicted
+    cost: Cost
+    kind: SuggestionKind
+    code: str
+    undo_code: str | None
+    target_cell: CellRef | None
+
+
+class Mistake(TypedDict):
+    id: str
+    title: str
+    why: str
+    fix_code: str | None
+    cell_id: str | None
+    execution_count: int | None
+
+
+class Measured(TypedDict):
+    activation_bytes: int
+    step_peak_bytes: int
+    duration_s: float
+    cell_id: str | None
+    execution_count: int | None
+
+
+class Outcome(TypedDict):
+    suggestion_id: str
+    technique: str
+    title: str
+    predicted: Predicted
+    before: Measured | None
+    after: Measured | None
+    miss_fraction: float | None
+    missed: bool
+
+
+class Advice(TypedDict):
+    model: str | None
+    training_cell: CellRef | None
+    names: Names
+    suggestions: list[Suggestion]
+    mistakes: list[Mistake]
+    outcomes: list[Outcome]
+    notes: list[str]
+    finder_code: str | None
+    compute_ms: float
+
+
+class AdviceMessage(TypedDict):
+    type: Literal["advice"]
+    advice: Advice
+
+
+class Trial(TypedDict):
+    batch_size: int
+    peak_bytes: int | None
+    fits: bool
+    oom: bool
+
+
+class BatchSearch(TypedDict):
+    search_id: str
+    state: SearchState
+    device: str
+    budget_bytes: int
+    tried: list[Trial]
+    batch_size: int | None
+    accumulation_steps: int | None
+    target_batch: int | None
+    message: str | None
+
+
+class BatchSearchMessage(TypedDict):
+    type: Literal["batch_search"]
+    search: BatchSearch
