@@ -10,6 +10,10 @@
  * - `timeline`: the panel's live memory timeline section (plotly, loaded on first draw), with
  *   the sample-rate picker writing the `sampleHz` setting;
  * - `insight`: the panel's model insight section (per-layer chart, breakdown, holders).
+ * - `estimator`: the panel's Estimator section (collapsed): training memory per GPU for a
+ *   model or a typed size, and whether it fits (src/estimator/).
+ * - `optimize`: the panel's Optimize section (suggestions, cells to insert, predicted vs
+ *   measured) and its commands (src/optimize/).
  *
  * Works in JupyterLab 4 and Jupyter Notebook 7 (`ILabShell` is optional).
  */
@@ -25,6 +29,8 @@ import { ISettingRegistry } from '@jupyterlab/settingregistry';
 import { CellFooterManager } from './footer';
 import { vramscopeIcon } from './icons';
 import { InsightView } from './insight/view';
+import { estimatorPlugin } from './estimator';
+import { optimizePlugin } from './optimize';
 import { MemoryTracker, parseSettings } from './model';
 import { MemoryPanel } from './panel';
 import { TimelineView } from './timeline/view';
@@ -227,7 +233,9 @@ const plugins: JupyterFrontEndPlugin<any>[] = [
   panelPlugin,
   footerPlugin,
   timelinePlugin,
-  insightPlugin
+  estimatorPlugin,
+  insightPlugin,
+  optimizePlugin
 ];
 
 export default plugins;

@@ -1,3 +1,4 @@
 import './base.css';
 import './timeline.css';
 import './insight.css';
+import './optimize.css';

@@ -1,0 +1,232 @@
+/**
+ * DOM builders of the Optimize section: a suggestion card (predicted saving, cost, why, insert
+ * buttons), a mistake card and a predicted-vs-measured table. Pure functions of their data;
+ * the buttons carry `data-key` (an `IInsertable` key) for the view to act on.
+ */
+import { formatBytes, formatDuration, Units } from '../format';
+import { h } from '../panel/base';
+import { mistakeKey } from './insert';
+import type { IMistake, IOutcome, IPredicted, ISuggestion } from '../protocol';
+
+/** `0.62` -> `62%`; below 1% `<1%`; null -> ''. */
+export function formatFraction(fraction: number | null): string {
+  if (fraction === null || !Number.isFinite(fraction)) {
+    return '';
+  }
+  const pct = fraction * 100;
+  if (pct > 0 && pct < 1) {
+    return '<1%';
+  }
+  return `${Math.round(pct)}%`;
+}
+
+/** "saves 38.0 MiB (62%) of saved activations" and the step-peak part, in words. */
+export function savingText(p: IPredicted, units: Units): string {
+  const pct = formatFraction(p.saving_fraction);
+  const parts = [
+    `saves ${formatBytes(p.saving_bytes, { units })}${pct ? ` (${pct})` : ''}`
+  ];
+  if (p.activation_bytes_before !== null && p.activation_bytes_after !== null) {
+    parts.push(
+      `activations ${formatBytes(p.activation_bytes_before, { units })} → ${formatBytes(
+        p.activation_bytes_after,
+        { units }
+      )}`
+    );
+  }
+  if (p.step_peak_saving_bytes !== null) {
+    parts.push(
+      `step peak −${formatBytes(p.step_peak_saving_bytes, { units })}`
+    );
+  }
+  return parts.join(' · ');
+}
+
+/** A cost factor in words: 1.3 -> "×1.30 time". */
+function costText(cost: ISuggestion['cost']): string {
+  const factor =
+    cost.factor !== null && Number.isFinite(cost.factor)
+      ? ` (×${cost.factor.toFixed(2)} time)`
+      : '';
+  return `${cost.text}${factor}`;
+}
+
+function button(
+  className: string,
+  text: string,
+  key: string,
+  title: string
+): HTMLButtonElement {
+  const b = h('button', `vramscope-Optimize-button ${className}`, text, {
+    type: 'button',
+    title
+  });
+  b.dataset.key = key;
+  return b;
+}
+
+export function suggestionCard(
+  s: ISuggestion,
+  rank: number,
+  units: Units
+): HTMLElement {
+  const card = h('li', 'vramscope-Optimize-card vramscope-Optimize-suggestion');
+  card.dataset.id = s.id;
+  card.dataset.technique = s.technique;
+  card.dataset.kind = s.kind;
+  card.dataset.savingBytes = String(s.predicted.saving_bytes);
+  const title = h('div', 'vramscope-Optimize-title');
+  title.append(
+    h('span', 'vramscope-Optimize-rank', `${rank}.`),
+    h('span', 'vramscope-Optimize-name', s.title),
+    h('span', 'vramscope-Optimize-kind', s.kind)
+  );
+  const saving = h(
+    'div',
+    'vramscope-Optimize-saving',
+    savingText(s.predicted, units)
+  );
+  const cost = h('div', 'vramscope-Optimize-cost', `Cost: ${costText(s.cost)}`);
+  const why = h('ul', 'vramscope-Optimize-why');
+  for (const fact of s.why) {
+    why.appendChild(h('li', '', fact));
+  }
+  const actions = h('div', 'vramscope-Optimize-actions');
+  actions.appendChild(
+    button(
+      'vramscope-Optimize-insert',
+      'Insert cell below',
+      s.id,
+      'Preview the cell, then insert it below (it does not run)'
+    )
+  );
+  if (s.undo_code) {
+    actions.appendChild(
+      button(
+        'vramscope-Optimize-undo',
+        'Insert undo cell',
+        `${s.id}:undo`,
+        'Preview the cell that reverts this change, then insert it'
+      )
+    );
+  }
+  card.append(title, saving, cost, why, actions);
+  return card;
+}
+
+export function mistakeCard(m: IMistake): HTMLElement {
+  const card = h('li', 'vramscope-Optimize-card vramscope-Optimize-mistake');
+  card.dataset.id = m.id;
+  const where =
+    m.execution_count !== null ? ` (cell [${m.execution_count}])` : '';
+  card.append(
+    h('div', 'vramscope-Optimize-title', `${m.title}${where}`),
+    h('div', 'vramscope-Optimize-mistakeWhy', m.why)
+  );
+  if (m.fix_code) {
+    const actions = h('div', 'vramscope-Optimize-actions');
+    actions.appendChild(
+      button(
+        'vramscope-Optimize-fix',
+        'Insert fix below',
+        mistakeKey(m),
+        'Preview the fix, then insert it below (it does not run)'
+      )
+    );
+    card.appendChild(actions);
+  }
+  return card;
+}
+
+/** Measured savings of an outcome (null where before or after is missing). */
+export function measuredSavings(o: IOutcome): {
+  activations: number | null;
+  stepPeak: number | null;
+  durationRatio: number | null;
+} {
+  const { before, after } = o;
+  if (!before || !after) {
+    return { activations: null, stepPeak: null, durationRatio: null };
+  }
+  return {
+    activations: before.activation_bytes - after.activation_bytes,
+    stepPeak: before.step_peak_bytes - after.step_peak_bytes,
+    durationRatio:
+      before.duration_s > 0 ? after.duration_s / before.duration_s : null
+  };
+}
+
+/** Predicted vs measured for one outcome: a 3-column table and a verdict line. */
+export function outcomeCard(o: IOutcome, units: Units): HTMLElement {
+  const card = h('li', 'vramscope-Optimize-card vramscope-Optimize-outcome');
+  card.dataset.id = o.suggestion_id;
+  card.dataset.technique = o.technique;
+  card.classList.toggle('vramscope-mod-missed', o.missed);
+  card.appendChild(h('div', 'vramscope-Optimize-title', o.title));
+  const m = measuredSavings(o);
+  const bytes = (v: number | null) =>
+    v === null ? '–' : formatBytes(v, { units });
+  const table = h('table', 'vramscope-Optimize-compare');
+  const head = table.createTHead().insertRow();
+  for (const text of ['', 'Predicted', 'Measured']) {
+    head.appendChild(h('th', '', text));
+  }
+  const body = table.createTBody();
+  const row = (
+    key: string,
+    label: string,
+    predicted: string,
+    measured: string,
+    value: number | null
+  ) => {
+    const tr = body.insertRow();
+    tr.dataset.key = key;
+    if (value !== null) {
+      tr.dataset.measured = String(value);
+    }
+    tr.append(
+      h('th', '', label),
+      h('td', '', predicted),
+      h('td', '', measured)
+    );
+  };
+  row(
+    'activations',
+    'Saved activations',
+    bytes(o.predicted.saving_bytes),
+    bytes(m.activations),
+    m.activations
+  );
+  row(
+    'step_peak',
+    'Step peak saving',
+    bytes(o.predicted.step_peak_saving_bytes),
+    bytes(m.stepPeak),
+    m.stepPeak
+  );
+  const duration =
+    o.before && o.after
+      ? `${formatDuration(o.before.duration_s)} → ${formatDuration(o.after.duration_s)}` +
+        (m.durationRatio !== null ? ` (×${m.durationRatio.toFixed(2)})` : '')
+      : '–';
+  row('duration', 'Cell duration', '', duration, m.durationRatio);
+  card.appendChild(table);
+  card.appendChild(h('div', 'vramscope-Optimize-verdict', verdict(o)));
+  return card;
+}
+
+/** One sentence: not measured yet, within x% of the prediction, or missed by x%. */
+export function verdict(o: IOutcome): string {
+  if (!o.after) {
+    return o.before
+      ? 'Run the training cell again to measure the change.'
+      : 'Run the training cell, then again after this change, to measure it.';
+  }
+  const miss = formatFraction(
+    o.miss_fraction === null ? null : Math.abs(o.miss_fraction)
+  );
+  if (o.missed) {
+    return `The prediction missed by ${miss || 'more than 20%'} (more than 20%).`;
+  }
+  return miss ? `Within ${miss} of the prediction.` : 'Measured.';
+}
