@@ -18,6 +18,7 @@ from .runtime import get_runtime
 __all__ = [
     "PROTOCOL_VERSION",
     "__version__",
+    "export",
     "load_ipython_extension",
     "session_report",
     "settings",
@@ -76,6 +77,21 @@ def watch(model: Any) -> None:
     if not get_runtime().insight.watch(model):
         reason = get_runtime().insight.unavailable or "model insight needs torch to be imported"
         warnings.warn(f"vramscope.watch: {reason}", stacklevel=2)
+
+
+def export(path: Any, format: str | None = None, *, samples: bool = False) -> list[Any]:
+    """Write the session report to ``path``: JSON, CSV, Markdown or self-contained HTML.
+
+    The format comes from the suffix (``.json``, ``.csv``, ``.md``, ``.html``) unless
+    ``format`` names it. ``samples=True`` with CSV also writes the timeline samples to
+    ``<name>.samples.csv``. Returns the paths written. Raises ValueError for an unknown format.
+    """
+    from .exports import format_for, with_notebook, write_report
+
+    fmt = format_for(path, format)
+    session = getattr(_running_shell(), "user_ns", {}).get("__session__")
+    notebook = session.rsplit("/", 1)[-1] if isinstance(session, str) and session else None
+    return list(write_report(with_notebook(session_report(), notebook), path, fmt, samples=samples))
 
 
 def _running_shell() -> Any:

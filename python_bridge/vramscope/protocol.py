@@ -29,6 +29,7 @@ Method = Literal[
     "report_error",
     "get_samples",
     "get_advice",  # since 1.1
+    "export_report",  # since 1.1
     "estimate",  # since 1.1
 ]
 METHODS: tuple[str, ...] = get_args(Method)
@@ -337,6 +338,8 @@ def validate_request(obj: object) -> Request:
             )
     if method == "estimate":
         _check_estimate_params(params, raw_id)
+    if method == "export_report":
+        _check_export_params(params, raw_id)
     if method == "report_error":
         for key in ("code", "message"):
             value = params.get(key)
@@ -345,6 +348,31 @@ def validate_request(obj: object) -> Request:
         if len(params["code"]) > MAX_NAME_CHARS:
             raise ProtocolError("invalid_params", "'code' is too long", raw_id)
     return {"type": "request", "id": raw_id, "method": method, "params": params}  # type: ignore[typeddict-item]
+
+
+#: ``export_report`` formats (since 1.1) and the longest notebook path it takes.
+EXPORT_FORMATS = ("json", "csv", "markdown", "html")
+MAX_PATH_CHARS = 4096
+
+
+def _check_export_params(params: dict[str, Any], request_id: str) -> None:
+    """``export_report`` (since 1.1): ``format`` one of EXPORT_FORMATS, ``notebook?`` a path."""
+    fmt = params.get("format")
+    if fmt not in EXPORT_FORMATS:
+        raise ProtocolError(
+            "invalid_params",
+            f"'format' must be one of {', '.join(EXPORT_FORMATS)}, got {echo(fmt)}",
+            request_id,
+        )
+    notebook = params.get("notebook")
+    if notebook is not None and (
+        not isinstance(notebook, str) or not 0 < len(notebook) <= MAX_PATH_CHARS
+    ):
+        raise ProtocolError(
+            "invalid_params",
+            f"'notebook' must be a path of 1..{MAX_PATH_CHARS} chars, got {_kind(notebook)}",
+            request_id,
+        )
 
 
 def _check_model_param(model: object, request_id: str) -> None:

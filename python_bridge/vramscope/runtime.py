@@ -59,6 +59,7 @@ class Runtime:
                 "clear_history": lambda _p: {"cleared": self.clear_history()},
                 "report_error": lambda p: {"kept": self.report_client_error(p)},
                 "get_samples": lambda p: {"samples": self.samples_since(p.get("since"))},
+                "export_report": lambda p: self.export_report(p),
             },
             hello=self.hello,
         )
@@ -201,6 +202,12 @@ class Runtime:
 
     def report(self) -> dict[str, Any]:
         return build_report(self)
+
+    def export_report(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """The ``export_report`` request: the report rendered as one file (vramscope.export)."""
+        from .exports.request import export_result
+
+        return export_result(self.report(), params)
 
     def update_settings(self, patch: Mapping[str, Any]) -> Settings:
         """Validate and apply a partial update; raises ProtocolError('invalid_params')."""

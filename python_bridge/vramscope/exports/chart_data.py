@@ -1,0 +1,113 @@
+"""The data the HTML report's plotly charts draw, downsampled and with user strings escaped.
+
+Samples become one min/max-downsampled line per (device, field) (``downsample.minmax``: every
+peak kept); times are seconds after ``t0``. Labels that plotly renders (cell code, layer paths)
+are HTML-escaped here, because plotly reads a small HTML subset in its text.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Mapping
+from typing import Any
+
+from .downsample import minmax
+from .summary import BREAKDOWN_PARTS, cell_label, main_device, top_layers
+
+#: Buckets per line: at most ~2 points per bucket, enough for a full-width chart.
+BUCKETS = 1500
+#: Cells drawn as bands and bars (the ones with the largest peaks when there are more).
+MAX_CELLS = 1000
+LINE_FIELDS = ("used", "reserved")
+MAX_LAYERS = 40
+
+
+def plot_text(value: object) -> str:
+    """Text for a plotly label: ``& < >`` as entities, so it shows as typed, never as markup."""
+    return html.escape(str(value), quote=False)
+
+
+def _device_ids(report: Mapping[str, Any], samples: list[Mapping[str, Any]]) -> list[str]:
+    ids: dict[str, None] = {d["id"]: None for d in report.get("devices") or [] if "id" in d}
+    for sample in samples:
+        for device in sample["d"]:
+            if device not in ids:
+                ids[device] = None
+    return list(ids)
+
+
+def lines(samples: list[Mapping[str, Any]], t0: float, devices: list[str]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for device in devices:
+        readings = [(s["t"], s["d"][device]) for s in samples if device in s["d"]]
+        for field in LINE_FIELDS:
+            pts = [(t, r[field]) for t, r in readings if field in r]
+            if not pts:
+                continue
+            times, values = minmax([t for t, _ in pts], [v for _, v in pts], BUCKETS)
+            out.append(
+                {
+                    "device": device,
+                    "field": field,
+                    "t": [round(t - t0, 3) for t in times],
+                    "v": values,
+                    "n": len(pts),
+                }
+            )
+    return out
+
+
+def cells(report: Mapping[str, Any], t0: float) -> tuple[list[dict[str, Any]], int]:
+    """Cells for bands and bars (capped at MAX_CELLS by peak), and how many were left out."""
+    all_cells = list(report.get("cells") or [])
+    chosen = list(range(len(all_cells)))
+    if len(chosen) > MAX_CELLS:
+        peak = {i: (main_device(all_cells[i]) or (0, 0, "", 0, 0))[4] for i in chosen}
+        chosen = sorted(sorted(chosen, key=lambda i: -peak[i])[:MAX_CELLS])
+    out = []
+    for i in chosen:
+        cell = all_cells[i]
+        start = float(cell.get("start_time", t0)) - t0
+        out.append(
+            {
+                "label": cell_label(cell),
+                "start": round(start, 3),
+                "end": round(start + float(cell.get("duration", 0.0)), 3),
+                "head": plot_text(cell.get("code_head", "")),
+                "ok": bool(cell.get("ok", True)),
+                "dev": {
+                    device: [int(d["delta_bytes"]), int(d["peak_delta_bytes"])]
+                    for device, d in (cell.get("devices") or {}).items()
+                },
+            }
+        )
+    return out, len(all_cells) - len(chosen)
+
+
+def chart_data(report: Mapping[str, Any]) -> dict[str, Any]:
+    samples = list(report.get("samples") or [])
+    starts = [c.get("start_time") for c in report.get("cells") or []]
+    firsts = [x for x in (samples[0]["t"] if samples else None, *starts[:1]) if x is not None]
+    t0 = float(min(firsts)) if firsts else float(report.get("created") or 0.0)
+    devices = _device_ids(report, samples)
+    bands, left_out = cells(report, t0)
+    return {
+        "t0": t0,
+        "devices": devices,
+        "lines": lines(samples, t0, devices),
+        "cells": bands,
+        "cellsLeftOut": left_out,
+        "layers": [
+            {
+                "path": plot_text(x.get("path") or "(model)"),
+                "type": plot_text(x.get("type", "")),
+                "saved": int(x.get("saved_bytes", 0)),
+                "peak": int(x.get("peak_saved_bytes", 0)),
+            }
+            for x in top_layers(report, MAX_LAYERS)
+        ],
+        "breakdown": {
+            plot_text(device): {p: int(b.get(p, 0)) for p in BREAKDOWN_PARTS}
+            for device, b in (report.get("breakdown") or {}).items()
+        },
+    }

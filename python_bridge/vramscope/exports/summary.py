@@ -1,0 +1,127 @@
+"""What every human-readable report shows: byte formatting, cell labels and the worst cells."""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
+
+
+def fmt_bytes(n: float | None, signed: bool = False) -> str:
+    """``67108864`` -> ``64.0 MiB`` (binary units); ``signed`` adds ``+`` to positive values."""
+    if n is None:
+        return "n/a"
+    sign = "-" if n < 0 else ("+" if signed and n > 0 else "")
+    size = float(abs(n))
+    unit = 0
+    while size >= 1024 and unit < len(_UNITS) - 1:
+        size /= 1024
+        unit += 1
+    return f"{sign}{int(size)} B" if unit == 0 else f"{sign}{size:.1f} {_UNITS[unit]}"
+
+
+def fmt_time(t: float | None) -> str:
+    if t is None:
+        return "n/a"
+    return datetime.datetime.fromtimestamp(t, datetime.timezone.utc).strftime(
+        "%Y-%m-%d %H:%M:%S UTC"
+    )
+
+
+def cell_label(cell: Mapping[str, Any]) -> str:
+    """``[12]`` for In[12]; ``[ ]`` when the cell has no execution count."""
+    count = cell.get("execution_count")
+    return f"[{count}]" if count is not None else "[ ]"
+
+
+class CellDevice(NamedTuple):
+    """One cell's figures on one device."""
+
+    position: int  # position in report["cells"]
+    cell: Mapping[str, Any]
+    device: str
+    delta: int
+    peak: int
+
+
+def main_device(cell: Mapping[str, Any]) -> CellDevice | None:
+    """The cell's most affected device: the largest of ``|delta|`` and peak; None if none."""
+    best: tuple[int, str, Mapping[str, Any]] | None = None
+    for device, d in (cell.get("devices") or {}).items():
+        size = max(abs(int(d.get("delta_bytes", 0))), int(d.get("peak_delta_bytes", 0)))
+        if best is None or size > best[0]:
+            best = (size, device, d)
+    if best is None:
+        return None
+    d = best[2]
+    return CellDevice(-1, cell, best[1], int(d["delta_bytes"]), int(d["peak_delta_bytes"]))
+
+
+def cell_devices(report: Mapping[str, Any]) -> list[CellDevice]:
+    """Every (cell, device) pair of the report, in cell order."""
+    out: list[CellDevice] = []
+    for index, cell in enumerate(report.get("cells") or []):
+        for device, d in (cell.get("devices") or {}).items():
+            out.append(
+                CellDevice(index, cell, device, int(d["delta_bytes"]), int(d["peak_delta_bytes"]))
+            )
+    return out
+
+
+def worst_cells(report: Mapping[str, Any], by: str = "peak", n: int = 10) -> list[CellDevice]:
+    """The ``n`` (cell, device) pairs with the largest peak (``by="peak"``) or delta."""
+    rows = cell_devices(report)
+    key = (lambda r: r.peak) if by == "peak" else (lambda r: r.delta)
+    rows.sort(key=lambda r: (-key(r), r.position))
+    return [r for r in rows if key(r) > 0][:n]
+
+
+def top_layers(report: Mapping[str, Any], n: int = 15) -> list[Mapping[str, Any]]:
+    """Layers with the most saved activations (peak, then current), largest first."""
+    layers = [x for x in report.get("layers") or [] if x.get("peak_saved_bytes") or 0]
+    layers.sort(key=lambda x: (-int(x.get("peak_saved_bytes", 0)), -int(x.get("saved_bytes", 0))))
+    return layers[:n]
+
+
+BREAKDOWN_PARTS = ("parameters", "gradients", "optimizer_state", "activations", "other")
+
+
+def title(report: Mapping[str, Any]) -> str:
+    """``vramscope report: <notebook>`` (the notebook is a user string: escape it)."""
+    notebook = report.get("notebook")
+    return f"vramscope report: {notebook}" if notebook else "vramscope report"
+
+
+def advice_items(report: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """Optimization results when the report carries them (``advice``): (title, figures)."""
+    advice = report.get("advice")
+    if not isinstance(advice, Mapping):
+        return []
+    items: list[tuple[str, str]] = []
+    for outcome in advice.get("outcomes") or []:
+        if not isinstance(outcome, Mapping):
+            continue
+        predicted = (outcome.get("predicted") or {}).get("saving_bytes")
+        before = (outcome.get("before") or {}).get("step_peak_bytes")
+        after = (outcome.get("after") or {}).get("step_peak_bytes")
+        measured = before - after if isinstance(before, int) and isinstance(after, int) else None
+        items.append(
+            (
+                str(outcome.get("title") or outcome.get("technique") or "outcome"),
+                f"applied: predicted saving {fmt_bytes(predicted)}, measured {fmt_bytes(measured)}",
+            )
+        )
+    for suggestion in advice.get("suggestions") or []:
+        if not isinstance(suggestion, Mapping):
+            continue
+        saving = (suggestion.get("predicted") or {}).get("saving_bytes")
+        cost = (suggestion.get("cost") or {}).get("text") or ""
+        items.append(
+            (
+                str(suggestion.get("title") or suggestion.get("technique") or "suggestion"),
+                f"suggested: saves {fmt_bytes(saving)}" + (f"; cost: {cost}" if cost else ""),
+            )
+        )
+    return items
