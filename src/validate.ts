@@ -10,6 +10,7 @@ import {
   IAdvice,
   ICellRecord,
   IDeviceInfo,
+  IEstimate,
   IInsight,
   ISample,
   ISettings,
@@ -74,6 +75,11 @@ export function validateInsight(raw: unknown): IInsight | string {
 /** Validate an `Advice` (since 1.1), e.g. the result of `get_advice`. */
 export function validateAdvice(raw: unknown): IAdvice | string {
   return Private.advice(raw, 'advice') ?? (raw as IAdvice);
+}
+
+/** Validate an `Estimate` (since 1.1), the result of `estimate`. */
+export function validateEstimate(raw: unknown): IEstimate | string {
+  return Private.estimate(raw, 'estimate') ?? (raw as IEstimate);
 }
 
 /** Checks a `CellRecord` without the `omit` fields (e.g. the copy kept in cell metadata). */
@@ -417,6 +423,32 @@ namespace Private {
     accumulation_steps: nullable(bytes),
     target_batch: nullable(bytes),
     message: nullable(str)
+  });
+
+  const estimateBytes = [
+    'param_count',
+    'n_gpus',
+    'zero_stage',
+    'parameters',
+    'gradients',
+    'optimizer_state',
+    'master_weights',
+    'activations',
+    'total',
+    'cpu_offloaded'
+  ];
+
+  export const estimate = object({
+    ...Object.fromEntries(estimateBytes.map(key => [key, bytes])),
+    precision: str,
+    optimizer: str,
+    offload: array(str),
+    batch_size: nullable(bytes),
+    seq_len: nullable(bytes),
+    activation_source: literal('measured', 'none'),
+    activation_per_sample: nullable(nonNeg),
+    model: nullable(str),
+    notes: array(str)
   });
 
   const kernelInfo = object({

@@ -18,6 +18,7 @@ from .runtime import get_runtime
 __all__ = [
     "PROTOCOL_VERSION",
     "__version__",
+    "estimate",
     "export",
     "load_ipython_extension",
     "session_report",
@@ -92,6 +93,41 @@ def export(path: Any, format: str | None = None, *, samples: bool = False) -> li
     session = getattr(_running_shell(), "user_ns", {}).get("__session__")
     notebook = session.rsplit("/", 1)[-1] if isinstance(session, str) and session else None
     return list(write_report(with_notebook(session_report(), notebook), path, fmt, samples=samples))
+
+
+def estimate(
+    model_or_param_count: Any,
+    optimizer: str = "adamw",
+    precision: str = "bf16-mixed",
+    batch_size: int | None = None,
+    seq_len: int | None = None,
+    zero_stage: int | str = 0,
+    n_gpus: int = 1,
+    offload: str | None = None,
+) -> Any:
+    """Training memory per GPU: parameters, gradients, optimizer state, master weights,
+    activations and total, in bytes (a ``vramscope.estimator.Estimate``).
+
+    ``model_or_param_count``: an ``nn.Module`` or a count (``7_000_000_000``, ``"7B"``).
+    Activations are scaled from what the model saved for backward in its last measured
+    forward (``activation_source == "measured"``), else left out (``"none"``).
+    Raises ValueError for an unknown precision, optimizer, stage or offload.
+    """
+    from .estimator.entry import estimate_for
+
+    runtime = get_runtime()
+    return estimate_for(
+        model_or_param_count,
+        runtime.user_ns(),
+        runtime.activation_memo,
+        optimizer=optimizer,
+        precision=precision,
+        batch_size=batch_size,
+        seq_len=seq_len,
+        zero_stage=zero_stage,
+        n_gpus=n_gpus,
+        offload=offload,
+    )
 
 
 def _running_shell() -> Any:

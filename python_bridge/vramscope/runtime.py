@@ -18,6 +18,8 @@ from ._version import __version__
 from .after_reply import AfterReply
 from .bridge import Bridge
 from .devices import CpuDevice, Device, accelerator_devices
+from .estimator import ActivationMemo
+from .estimator.entry import handle_request as estimate_request
 from .insight_link import InsightLink
 from .protocol import (
     MAX_CLIENT_ERROR_CHARS,
@@ -59,6 +61,7 @@ class Runtime:
                 "clear_history": lambda _p: {"cleared": self.clear_history()},
                 "report_error": lambda p: {"kept": self.report_client_error(p)},
                 "get_samples": lambda p: {"samples": self.samples_since(p.get("since"))},
+                "estimate": lambda p: estimate_request(p, self.user_ns(), self.activation_memo),
                 "export_report": lambda p: self.export_report(p),
             },
             hello=self.hello,
@@ -75,6 +78,8 @@ class Runtime:
             busy=lambda: self.recorder.running, on_error=lambda exc: self._internal(exc)
         )
         self.insight = InsightLink(shell, self.device_reading)
+        #: the watched models' measured saved-for-backward bytes, for the estimator
+        self.activation_memo = ActivationMemo()
         self._installed_on: Any = None
         self._lock = threading.Lock()
         #: Kernel messages the front end rejected (``report_error`` requests), newest last.
@@ -292,9 +297,15 @@ class Runtime:
             return
         if result is None:
             return
+        self.activation_memo.observe(result)
         self.bridge.broadcast({"type": "insight", "insight": cast(Insight, result)})
         if result.get("skipped"):
             self.bridge.broadcast(notice_message("info", f"model insight: {result['skipped']}"))
+
+    def user_ns(self) -> dict[str, Any]:
+        """The user's namespace (empty without a shell)."""
+        ns = getattr(self.shell, "user_ns", None)
+        return ns if isinstance(ns, dict) else {}
 
     def _internal(self, exc: BaseException, what: str = "vramscope internal error") -> None:
         self.bridge.broadcast(error_message("internal", f"{what}: {type(exc).__name__}: {exc}"))

@@ -25,15 +25,14 @@ def minmax(
     if n <= 2 * buckets + 2:
         return list(times), list(values)
     keep: list[int] = [0]
-    get = values.__getitem__
     for b in range(buckets):
         lo = 1 + (n - 2) * b // buckets
         hi = 1 + (n - 2) * (b + 1) // buckets
         if lo >= hi:
             continue
-        span = range(lo, hi)
-        i_min = min(span, key=get)
-        i_max = max(span, key=get)
+        chunk = values[lo:hi]
+        i_min = lo + chunk.index(min(chunk))
+        i_max = lo + chunk.index(max(chunk))
         if i_min == i_max:
             keep.append(i_min)
         else:
