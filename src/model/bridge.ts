@@ -16,29 +16,33 @@
  * bootstrap reply, a comm of the previous kernel process) is discarded when it resumes.
  */
 import { ISessionContext } from '@jupyterlab/apputils';
-import { Kernel, KernelMessage } from '@jupyterlab/services';
+import { Kernel } from '@jupyterlab/services';
 import { IDisposable } from '@lumino/disposable';
 
+import { IHelloMessage, ISettings } from '../protocol';
+import { BridgeComms } from './comms';
+import { ExecuteTracker } from './executes';
 import {
-  COMM_TARGET,
-  Channel,
-  IHelloMessage,
-  ISettings,
-  PROTOCOL_VERSION
-} from '../protocol';
+  BOOTSTRAP_CODE,
+  bootstrapFailure,
+  executeSilently,
+  isKernelGoing,
+  kernelLanguage,
+  settingsDiffer
+} from './kernel';
 import { MemorySession } from './session';
 
-/** The code the front end runs silently to load the bridge in the kernel. */
-export const BOOTSTRAP_CODE =
-  'import vramscope as _vramscope; _vramscope._bootstrap()';
-
-/** The exact line shown when the bridge is not installed. */
-export const INSTALL_LINE = '%pip install vramscope';
+export { BOOTSTRAP_CODE, INSTALL_LINE } from './kernel';
 
 export class KernelBridge implements IDisposable {
   constructor(options: KernelBridge.IOptions) {
     this._context = options.sessionContext;
     this._session = options.session;
+    this._executes = new ExecuteTracker({
+      sink: this._session,
+      lostReplyMs: KernelBridge.LOST_REPLY_MS,
+      onChange: () => this._maybeBackfill()
+    });
     this._getSettings = options.getSettings ?? (() => null);
     this._connectTimeoutMs =
       options.connectTimeoutMs ?? KernelBridge.CONNECT_TIMEOUT_MS;
@@ -91,7 +95,7 @@ export class KernelBridge implements IDisposable {
     this._armWatchdog(gen);
     const stale = () => gen !== this._generation || this._isDisposed;
     try {
-      const language = await Private.kernelLanguage(kernel);
+      const language = await kernelLanguage(kernel);
       if (stale()) {
         return;
       }
@@ -106,31 +110,14 @@ export class KernelBridge implements IDisposable {
       // The execute is queued by the kernel connection until the (restarted) kernel answers
       // kernel_info, so it runs before any cell sent after the restart. Only the shell reply
       // is awaited: an iopub `idle` lost while the new process subscribes must not hang us.
-      const reply = await Private.execute(kernel, BOOTSTRAP_CODE);
+      const reply = await executeSilently(kernel, BOOTSTRAP_CODE);
       if (stale()) {
         return;
       }
-      if (reply.status === 'error') {
+      const failure = bootstrapFailure(reply);
+      if (failure) {
         this._clearWatchdog();
-        if (
-          reply.ename === 'ModuleNotFoundError' &&
-          /vramscope/.test(reply.evalue ?? '')
-        ) {
-          this._session.setStatus(
-            'no-bridge',
-            `vramscope is not installed in this kernel's environment. Run: ${INSTALL_LINE}`
-          );
-        } else {
-          this._session.setStatus(
-            'error',
-            `The vramscope bridge failed to load: ${reply.ename}: ${reply.evalue}`
-          );
-        }
-        return;
-      }
-      if (reply.status !== 'ok') {
-        this._clearWatchdog();
-        this._session.setStatus('error', `The bootstrap was ${reply.status}.`);
+        this._session.setStatus(failure.status, failure.message);
         return;
       }
       this._openComms(kernel, gen);
@@ -138,7 +125,7 @@ export class KernelBridge implements IDisposable {
       if (!stale()) {
         // A future disposed by a restart that we have not heard of yet: the restart
         // handling reconnects; anything else is shown.
-        if (Private.isKernelGoing(kernel)) {
+        if (isKernelGoing(kernel)) {
           return;
         }
         this._clearWatchdog();
@@ -153,10 +140,14 @@ export class KernelBridge implements IDisposable {
   /** Send the front-end settings to the kernel when they differ from the kernel's. */
   async pushSettings(): Promise<void> {
     const params = this._getSettings();
-    if (!params || this._session.status !== 'connected' || !this._control) {
+    if (
+      !params ||
+      this._session.status !== 'connected' ||
+      !this._comms.isOpen
+    ) {
       return;
     }
-    if (!Private.differs(params, this._session.settings)) {
+    if (!settingsDiffer(params, this._session.settings)) {
       // Nothing to change: no request (each one is a busy/idle cycle in the kernel).
       return;
     }
@@ -237,49 +228,19 @@ export class KernelBridge implements IDisposable {
   }
 
   private _openComms(kernel: Kernel.IKernelConnection, gen: number): void {
-    const metadata = { protocol_version: PROTOCOL_VERSION };
-    const open = (channel: Channel): Kernel.IComm => {
-      const comm = kernel.createComm(COMM_TARGET);
-      comm.onMsg = (msg: KernelMessage.ICommMsgMsg) => {
-        if (
-          gen === this._generation &&
-          (comm === this._stream || comm === this._control)
-        ) {
-          this._session.handleMessage(msg.content.data);
-        }
-      };
-      comm.onClose = () => this._onCommClosed(comm, gen);
-      comm.open({ channel }, metadata);
-      return comm;
-    };
-    // Control first: `hello` arrives on stream, and the settings request follows on control.
-    this._control = open('control');
-    this._stream = open('stream');
-    const control = this._control;
-    this._session.setTransport(message => {
-      if (control.isDisposed || gen !== this._generation) {
-        throw new Error('the control comm is closed');
-      }
-      control.send(
-        message as unknown as KernelMessage.ICommMsgMsg['content']['data']
-      );
-    });
+    this._session.setTransport(
+      this._comms.open(kernel, () => gen === this._generation)
+    );
   }
 
-  private _onCommClosed(comm: Kernel.IComm, gen: number): void {
-    if (
-      gen !== this._generation ||
-      (comm !== this._stream && comm !== this._control)
-    ) {
-      return;
-    }
+  /** The kernel closed a comm of the current generation. */
+  private _onCommClosed(): void {
     this._closeComms();
+    this._clearWatchdog();
     const status = this._session.status;
     if (status === 'protocol-mismatch' || status === 'restarting') {
-      this._clearWatchdog();
       return;
     }
-    this._clearWatchdog();
     this._session.setStatus(
       'error',
       'The kernel closed the vramscope connection. Reconnect to try again.'
@@ -288,32 +249,8 @@ export class KernelBridge implements IDisposable {
 
   /** Forget (and close, unless the kernel already dropped them) the current comms. */
   private _closeComms(graceful = true): void {
-    const comms = [this._stream, this._control];
-    this._stream = null;
-    this._control = null;
     this._session.setTransport(null);
-    for (const comm of comms) {
-      if (comm && !comm.isDisposed) {
-        comm.onClose = () => undefined;
-        comm.onMsg = () => undefined;
-        const kernel = this._watched;
-        const alive =
-          graceful &&
-          kernel &&
-          !kernel.isDisposed &&
-          kernel.connectionStatus === 'connected' &&
-          !Private.isKernelGoing(kernel);
-        try {
-          if (alive) {
-            comm.close();
-          } else {
-            comm.dispose();
-          }
-        } catch {
-          comm.dispose();
-        }
-      }
-    }
+    this._comms.close(graceful ? this._watched : null);
   }
 
   private _onHello(_: MemorySession, msg: IHelloMessage): void {
@@ -360,81 +297,17 @@ export class KernelBridge implements IDisposable {
     if (this._watched?.status !== 'idle') {
       return false;
     }
-    this._dropLostExecutes();
-    return this._executing.size === 0;
+    this._executes.dropLost();
+    return this._executes.size === 0;
   }
 
-  /**
-   * An idle kernel is not working on a request sent long ago: its reply was lost (a dropped
-   * websocket), and it must not hold the backfill (or the running band) for ever.
-   */
-  private _dropLostExecutes(): void {
-    const now = Date.now();
-    for (const [msgId, execute] of this._executing) {
-      if (now - execute.sentAt > KernelBridge.LOST_REPLY_MS) {
-        this._executing.delete(msgId);
-        this._session.cellEnded(msgId);
-      }
-    }
-  }
-
-  /** No reply will come for the execute requests sent so far (another kernel, a restart). */
-  private _forgetExecutes(): void {
-    this._executing.clear();
-    this._session.cellEnded(null);
-  }
-
-  /**
-   * Follow this connection's execute requests: kept until their replies come (see
-   * `_maybeBackfill`), and the session told which cell runs from the kernel's
-   * `execute_input` until the reply (the timeline draws its band while it runs).
-   */
+  /** Follow this connection's execute requests (see `_maybeBackfill`). */
   private _onAnyMessage(
     kernel: Kernel.IKernelConnection,
     args: Kernel.IAnyMessageArgs
   ): void {
-    if (kernel !== this._watched) {
-      return;
-    }
-    const { msg, direction } = args;
-    const type = msg.header.msg_type;
-    if (direction === 'send') {
-      if (type === 'execute_request') {
-        const content = (msg.content ?? {}) as Partial<
-          KernelMessage.IExecuteRequestMsg['content']
-        >;
-        const cellId = (msg.metadata as { cellId?: unknown } | undefined)
-          ?.cellId;
-        this._executing.set(msg.header.msg_id, {
-          sentAt: Date.now(),
-          cellId: typeof cellId === 'string' && cellId ? cellId : null,
-          code: typeof content.code === 'string' ? content.code : '',
-          silent: content.silent === true
-        });
-        this._maybeBackfill(); // cancels a quiet period in progress
-      }
-      return;
-    }
-    const parentId = (msg.parent_header as Partial<KernelMessage.IHeader>)
-      .msg_id;
-    const execute = parentId ? this._executing.get(parentId) : undefined;
-    if (!parentId || !execute) {
-      return;
-    }
-    if (type === 'execute_input' && !execute.silent) {
-      const count = ((msg.content ?? {}) as { execution_count?: unknown })
-        .execution_count;
-      this._session.cellStarted({
-        msgId: parentId,
-        cellId: execute.cellId,
-        executionCount: typeof count === 'number' ? count : null,
-        start: Private.kernelTime(msg.header.date),
-        codeHead: Private.codeHead(execute.code)
-      });
-    } else if (type === 'execute_reply') {
-      this._executing.delete(parentId);
-      this._session.cellEnded(parentId);
-      this._maybeBackfill();
+    if (kernel === this._watched) {
+      this._executes.handle(args);
     }
   }
 
@@ -459,7 +332,7 @@ export class KernelBridge implements IDisposable {
       this._watched.anyMessage.disconnect(this._onAnyMessage, this);
     }
     this._watched = kernel;
-    this._forgetExecutes();
+    this._executes.forget();
     if (kernel) {
       this._hadKernel = true;
       kernel.statusChanged.connect(this._onKernelStatus, this);
@@ -518,7 +391,7 @@ export class KernelBridge implements IDisposable {
       this._onRestart();
     } else if (status === 'dead') {
       this._newGeneration(false);
-      this._forgetExecutes();
+      this._executes.forget();
       this._awaitingKernel = true;
       this._session.setStatus(
         'error',
@@ -547,7 +420,7 @@ export class KernelBridge implements IDisposable {
       return; // already handled (the context and the kernel both say so)
     }
     this._newGeneration(false);
-    this._forgetExecutes(); // the restarted kernel answers none of them
+    this._executes.forget(); // the restarted kernel answers none of them
     this._awaitingKernel = true;
     this._session.markRestart();
     this._session.setStatus(
@@ -575,7 +448,7 @@ export class KernelBridge implements IDisposable {
       kernel.isDisposed ||
       kernel.connectionStatus !== 'connected' ||
       this._context.isRestarting ||
-      Private.isKernelGoing(kernel)
+      isKernelGoing(kernel)
     ) {
       return;
     }
@@ -587,8 +460,10 @@ export class KernelBridge implements IDisposable {
   private _session: MemorySession;
   private _getSettings: () => Partial<ISettings> | null;
   private _connectTimeoutMs: number;
-  private _stream: Kernel.IComm | null = null;
-  private _control: Kernel.IComm | null = null;
+  private _comms = new BridgeComms({
+    onMessage: data => this._session.handleMessage(data),
+    onClosed: () => this._onCommClosed()
+  });
   private _watched: Kernel.IKernelConnection | null = null;
   private _generation = 0;
   private _awaitingKernel = false;
@@ -596,8 +471,8 @@ export class KernelBridge implements IDisposable {
   private _isDisposed = false;
   private _backfillPending = false;
   private _backfillTimer = 0;
-  /** Execute requests sent on the watched connection and not answered yet, by msg_id. */
-  private _executing = new Map<string, Private.IExecute>();
+  /** This connection's execute requests not answered yet. */
+  private _executes: ExecuteTracker;
   private _retries = 0;
   private _watchdog: ReturnType<typeof setTimeout> | undefined = undefined;
 }
@@ -619,120 +494,5 @@ export namespace KernelBridge {
     getSettings?: () => Partial<ISettings> | null;
     /** Overrides `CONNECT_TIMEOUT_MS` (tests). */
     connectTimeoutMs?: number;
-  }
-}
-
-namespace Private {
-  export interface IExecuteResult {
-    status: string;
-    ename?: string;
-    evalue?: string;
-  }
-
-  /** An execute request sent on the watched connection, not answered yet. */
-  export interface IExecute {
-    /** `Date.now()` when it was sent. */
-    sentAt: number;
-    /** JupyterLab's cell id (the request's `metadata.cellId`), null if none. */
-    cellId: string | null;
-    code: string;
-    silent: boolean;
-  }
-
-  /** A kernel message date (ISO 8601) in UNIX seconds; now when it is missing or invalid. */
-  export function kernelTime(date: unknown): number {
-    const ms = typeof date === 'string' ? Date.parse(date) : NaN;
-    return (Number.isFinite(ms) ? ms : Date.now()) / 1000;
-  }
-
-  /** The first non-empty line of `code`, trimmed, at most 120 characters (the bridge's). */
-  export function codeHead(code: string): string {
-    for (const line of code.split('\n')) {
-      const text = line.trim();
-      if (text) {
-        return text.slice(0, 120);
-      }
-    }
-    return '';
-  }
-
-  /** Whether the kernel is on its way out or between processes. */
-  export function isKernelGoing(kernel: Kernel.IKernelConnection): boolean {
-    const s = kernel.status;
-    return (
-      kernel.isDisposed ||
-      s === 'restarting' ||
-      s === 'autorestarting' ||
-      s === 'dead' ||
-      s === 'terminating'
-    );
-  }
-
-  /** Whether applying `patch` would change `current` (null: unknown, so yes). */
-  export function differs(
-    patch: Partial<ISettings>,
-    current: ISettings | null
-  ): boolean {
-    if (!current) {
-      return true;
-    }
-    return (Object.keys(patch) as (keyof ISettings)[]).some(
-      k => patch[k] !== undefined && patch[k] !== current[k]
-    );
-  }
-
-  export async function kernelLanguage(
-    kernel: Kernel.IKernelConnection
-  ): Promise<string | null> {
-    try {
-      const spec = await kernel.spec;
-      if (spec?.language) {
-        return spec.language;
-      }
-    } catch {
-      // fall through to kernel_info
-    }
-    try {
-      const info = await kernel.info;
-      return info?.language_info?.name ?? null;
-    } catch {
-      return null;
-    }
-  }
-
-  /** Run `code` silently; resolves with the shell reply (not waiting for iopub `idle`). */
-  export function execute(
-    kernel: Kernel.IKernelConnection,
-    code: string
-  ): Promise<IExecuteResult> {
-    return new Promise<IExecuteResult>((resolve, reject) => {
-      const future = kernel.requestExecute(
-        {
-          code,
-          silent: true,
-          store_history: false,
-          allow_stdin: false,
-          stop_on_error: false
-        },
-        true
-      );
-      future.onReply = (reply: KernelMessage.IExecuteReplyMsg) => {
-        const content =
-          reply.content as KernelMessage.IExecuteReplyMsg['content'] & {
-            ename?: string;
-            evalue?: string;
-          };
-        resolve({
-          status: content.status,
-          ename: content.ename,
-          evalue: content.evalue
-        });
-      };
-      // Rejects when the future is disposed before its reply (restart, shutdown).
-      future.done.then(
-        () => reject(new Error('the bootstrap got no reply')),
-        (e: unknown) => reject(e instanceof Error ? e : new Error(String(e)))
-      );
-    });
   }
 }

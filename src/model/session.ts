@@ -5,7 +5,6 @@
  * it a transport for requests; the session validates, keeps history across kernel restarts
  * (each entry carries the epoch it ran in), and emits signals the views render from.
  */
-import { PromiseDelegate } from '@lumino/coreutils';
 import { ISignal, Signal } from '@lumino/signaling';
 
 import {
@@ -19,8 +18,7 @@ import {
   ISample,
   ISettings,
   KernelMessage,
-  Method,
-  PROTOCOL_VERSION
+  Method
 } from '../protocol';
 import {
   ConnectionStatus,
@@ -28,26 +26,25 @@ import {
   IMemorySession,
   IRunningCell
 } from '../tokens';
-import { validateKernelMessage, validateSample } from '../validate';
+import { validateKernelMessage } from '../validate';
+import { freshSamples, mergeSamples } from './backfill';
+import { CellHistory } from './history';
+import { protocolMismatch } from './kernel';
+import { RequestChannel, RequestError } from './requests';
 import { RingBuffer } from './ringbuffer';
+import { WarningList } from './warnings';
 
-/** A request rejected by the kernel with an `error` message (or by a timeout / disconnect). */
-export class RequestError extends Error {
-  constructor(
-    message: string,
-    readonly code: string
-  ) {
-    super(message);
-    this.name = 'RequestError';
-  }
-}
+export { RequestError } from './requests';
+export { cellKey } from './history';
 
 export class MemorySession implements IMemorySession {
   constructor(options: MemorySession.IOptions) {
     this._path = options.path;
     this._samples = new RingBuffer<ISample>(options.sampleCapacity ?? 288000);
-    this._timeoutMs = options.requestTimeoutMs ?? 10000;
-    this._maxCells = options.maxCells ?? 5000;
+    this._requests = new RequestChannel({
+      timeoutMs: options.requestTimeoutMs ?? 10000
+    });
+    this._history = new CellHistory(options.maxCells ?? 5000);
     this._revealHandler = options.revealCell ?? null;
     this._now = options.now ?? (() => Date.now() / 1000);
   }
@@ -69,7 +66,7 @@ export class MemorySession implements IMemorySession {
     return this._statusMessage;
   }
   get warnings(): ReadonlyArray<string> {
-    return this._warnings;
+    return this._warningList.items;
   }
   get kernel(): IKernelInfo | null {
     return this._kernel;
@@ -78,7 +75,7 @@ export class MemorySession implements IMemorySession {
     return this._devices;
   }
   get cells(): ReadonlyArray<ICellEntry> {
-    return this._cells;
+    return this._history.entries;
   }
   get samples(): RingBuffer<ISample> {
     return this._samples;
@@ -159,13 +156,7 @@ export class MemorySession implements IMemorySession {
    * disconnected (pending requests are then rejected).
    */
   setTransport(send: ((message: IRequestMessage) => void) | null): void {
-    this._transport = send;
-    if (!send) {
-      this._rejectPending(
-        'disconnected',
-        'the vramscope connection was closed'
-      );
-    }
+    this._requests.setTransport(send);
   }
 
   /** Set by the connection: what `reconnect()` does. */
@@ -189,7 +180,9 @@ export class MemorySession implements IMemorySession {
     if (typeof msg === 'string') {
       this.addWarning(`Dropped an invalid message from the kernel: ${msg}`);
       console.warn('vramscope: dropped an invalid kernel message:', msg, raw);
-      this._reportInvalid(msg);
+      if (this._status === 'connected') {
+        this._requests.reportInvalid(msg);
+      }
       return null;
     }
     try {
@@ -212,7 +205,7 @@ export class MemorySession implements IMemorySession {
     this._restarts.push(time ?? this._now());
     this._epochSessionId = null;
     this._kernel = null;
-    this._rejectPending('restarted', 'the kernel restarted');
+    this._requests.rejectAll('restarted', 'the kernel restarted');
     this._changed.emit();
   }
 
@@ -232,14 +225,9 @@ export class MemorySession implements IMemorySession {
   }
 
   addWarning(message: string): void {
-    if (this._warnings[this._warnings.length - 1] === message) {
-      return;
+    if (this._warningList.add(message)) {
+      this._changed.emit();
     }
-    this._warnings.push(message);
-    if (this._warnings.length > Private.MAX_WARNINGS) {
-      this._warnings.splice(0, this._warnings.length - Private.MAX_WARNINGS);
-    }
-    this._changed.emit();
   }
 
   /**
@@ -250,9 +238,7 @@ export class MemorySession implements IMemorySession {
     warnings: ReadonlyArray<string>,
     emit = true
   ): void {
-    const previous = new Set(this._bridgeWarnings);
-    this._warnings = this._warnings.filter(w => !previous.has(w));
-    this._bridgeWarnings = [...warnings];
+    this._warningList.replaceBridge(warnings);
     for (const w of warnings) {
       this.addWarning(w);
     }
@@ -265,20 +251,18 @@ export class MemorySession implements IMemorySession {
   }
 
   clearWarnings(): void {
-    if (this._warnings.length) {
-      this._warnings = [];
+    if (this._warningList.clear()) {
       this._changed.emit();
     }
   }
 
   /** Forget the local history and restarts; asks the kernel too when connected. */
   async clearHistory(): Promise<void> {
-    this._cells = [];
-    this._keys.clear();
+    this._history.clear();
     this._restarts = [];
     this._samples.clear();
     this._changed.emit();
-    if (this._transport && this._status === 'connected') {
+    if (this._requests.isOpen && this._status === 'connected') {
       try {
         await this.request('clear_history', {});
       } catch (e) {
@@ -293,38 +277,7 @@ export class MemorySession implements IMemorySession {
     method: M,
     params: IRequestMap[M]['params']
   ): Promise<IRequestMap[M]['result']> {
-    const send = this._transport;
-    if (!send || this._isDisposed) {
-      return Promise.reject(
-        new RequestError(
-          `vramscope is not connected (${this._status})`,
-          'disconnected'
-        )
-      );
-    }
-    const id = `vs-${Private.ids.next++}`;
-    const delegate = new PromiseDelegate<unknown>();
-    const timer = setTimeout(() => {
-      if (this._pending.delete(id)) {
-        delegate.reject(
-          new RequestError(
-            `${method}: no reply within ${this._timeoutMs} ms`,
-            'timeout'
-          )
-        );
-      }
-    }, this._timeoutMs);
-    this._pending.set(id, { delegate, timer, method });
-    try {
-      send({ type: 'request', id, method, params } as IRequestMessage);
-    } catch (e) {
-      this._pending.delete(id);
-      clearTimeout(timer);
-      delegate.reject(
-        new RequestError(`${method}: could not send (${String(e)})`, 'send')
-      );
-    }
-    return delegate.promise as Promise<IRequestMap[M]['result']>;
+    return this._requests.request(method, params, this._status);
   }
 
   revealCell(cellId: string): void {
@@ -341,8 +294,7 @@ export class MemorySession implements IMemorySession {
       return;
     }
     this._isDisposed = true;
-    this._transport = null;
-    this._rejectPending('disposed', 'the session was disposed');
+    this._requests.dispose();
     this._revealHandler = null;
     this._reconnectHandler = null;
     Signal.clearData(this);
@@ -378,10 +330,10 @@ export class MemorySession implements IMemorySession {
         break;
       case 'error': {
         const pending = msg.in_reply_to
-          ? this._pending.get(msg.in_reply_to)
+          ? this._requests.pendingMethod(msg.in_reply_to)
           : undefined;
         if (pending && msg.in_reply_to) {
-          this._settle(
+          this._requests.settle(
             msg.in_reply_to,
             new RequestError(msg.message, msg.code)
           );
@@ -393,27 +345,15 @@ export class MemorySession implements IMemorySession {
         break;
       }
       case 'reply':
-        if (this._pending.has(msg.id)) {
-          const method = this._pending.get(msg.id)!.method;
-          this._settle(msg.id, null, msg.result);
+        const method = this._requests.pendingMethod(msg.id);
+        if (method) {
+          this._requests.settle(msg.id, null, msg.result);
           if (method === 'set_settings' || method === 'clear_history') {
             this._onReply(method, msg.result);
           }
         }
         break;
     }
-  }
-
-  /** Answer an invalid kernel message with a `report_error` request (at most 20 a session). */
-  private _reportInvalid(reason: string): void {
-    if (this._status !== 'connected' || this._errorsReported >= 20) {
-      return;
-    }
-    this._errorsReported++;
-    this.request('report_error', {
-      code: 'invalid_message',
-      message: reason.slice(0, 480)
-    }).catch(() => undefined);
   }
 
   private _onReply(method: Method, result: unknown): void {
@@ -427,15 +367,9 @@ export class MemorySession implements IMemorySession {
   }
 
   private _onHello(msg: IHelloMessage): void {
-    const theirs = Private.major(msg.protocol_version);
-    const ours = Private.major(PROTOCOL_VERSION);
-    if (theirs !== ours) {
-      this.setStatus(
-        'protocol-mismatch',
-        `Protocol mismatch: this front end speaks vramscope protocol ${PROTOCOL_VERSION}, ` +
-          `the kernel bridge ${msg.protocol_version} (bridge ${msg.bridge_version}). ` +
-          'Install matching versions of jupyterlab-vramscope and vramscope.'
-      );
+    const mismatch = protocolMismatch(msg);
+    if (mismatch) {
+      this.setStatus('protocol-mismatch', mismatch);
       return;
     }
     // A new kernel process that we did not see restarting (e.g. restarted elsewhere).
@@ -459,7 +393,7 @@ export class MemorySession implements IMemorySession {
       }
     }
     if (added) {
-      this._sortCells();
+      this._history.sort();
     }
     this._helloBoundary = this._samples.length
       ? this._samples.get(this._samples.length - 1).t
@@ -490,43 +424,15 @@ export class MemorySession implements IMemorySession {
     if (!Array.isArray(samples) || this._isDisposed) {
       return;
     }
-    const held = new Set<number>();
-    for (let i = this._samples.length - 1; i >= 0; i--) {
-      const t = this._samples.get(i).t;
-      if (last !== null && t <= last) {
-        break;
-      }
-      held.add(t); // live samples that came in while the request was answered
-    }
-    const fresh: ISample[] = [];
-    for (const raw of samples) {
-      const sample = validateSample(raw);
-      if (typeof sample === 'string') {
-        this.addWarning(`Dropped an invalid sample from the kernel: ${sample}`);
-        return;
-      }
-      if ((last === null || sample.t > last) && !held.has(sample.t)) {
-        fresh.push(sample);
-      }
-    }
-    if (!fresh.length) {
+    const fresh = freshSamples(this._samples, samples, last);
+    if (typeof fresh === 'string') {
+      this.addWarning(`Dropped an invalid sample from the kernel: ${fresh}`);
       return;
     }
-    this._insertSamples(fresh);
-  }
-
-  /**
-   * Merge samples into the ones held, in time order. A new buffer object: views that mirror
-   * the buffer (the timeline's series) see a different buffer and read it again from the start.
-   */
-  private _insertSamples(fresh: ISample[]): void {
-    const all = [...fresh, ...this._samples.toArray()].sort(
-      (a, b) => a.t - b.t
-    );
-    const ring = new RingBuffer<ISample>(this._samples.capacity);
-    ring.push(...all.slice(-ring.capacity));
-    this._samples = ring;
-    this._samplesAdded.emit(fresh);
+    if (fresh.length) {
+      this._samples = mergeSamples(this._samples, fresh);
+      this._samplesAdded.emit(fresh);
+    }
   }
 
   private _setDevices(devices: IDeviceInfo[]): void {
@@ -536,64 +442,20 @@ export class MemorySession implements IMemorySession {
 
   /** Add a record unless already known; returns whether it was added. */
   private _addCell(record: ICellRecord, emit: boolean): boolean {
-    const key = Private.cellKey(record);
-    if (this._keys.has(key)) {
-      return false;
-    }
-    this._keys.add(key);
-    const entry: ICellEntry = { record, epoch: this._epoch };
-    this._cells.push(entry);
-    if (this._cells.length > this._maxCells) {
-      const removed = this._cells.splice(
-        0,
-        this._cells.length - this._maxCells
-      );
-      for (const r of removed) {
-        this._keys.delete(Private.cellKey(r.record));
-      }
-    }
-    if (emit) {
+    const entry = this._history.add(record, this._epoch);
+    if (entry && emit) {
       this._cellRecorded.emit(entry);
     }
-    return true;
-  }
-
-  private _sortCells(): void {
-    // Stable: epoch first (restart order), then kernel start time.
-    this._cells.sort(
-      (a, b) => a.epoch - b.epoch || a.record.start_time - b.record.start_time
-    );
-  }
-
-  private _settle(id: string, error: Error | null, result?: unknown): void {
-    const pending = this._pending.get(id);
-    if (!pending) {
-      return;
-    }
-    this._pending.delete(id);
-    clearTimeout(pending.timer);
-    if (error) {
-      pending.delegate.reject(error);
-    } else {
-      pending.delegate.resolve(result);
-    }
-  }
-
-  private _rejectPending(code: string, reason: string): void {
-    for (const [id, p] of Array.from(this._pending)) {
-      this._settle(id, new RequestError(`${p.method}: ${reason}`, code));
-    }
+    return entry !== null;
   }
 
   private _path: string;
   private _status: ConnectionStatus = 'idle';
   private _statusMessage = '';
-  private _warnings: string[] = [];
-  private _bridgeWarnings: string[] = [];
+  private _warningList = new WarningList();
   private _kernel: IKernelInfo | null = null;
   private _devices: IDeviceInfo[] = [];
-  private _cells: ICellEntry[] = [];
-  private _keys = new Set<string>();
+  private _history: CellHistory;
   private _samples: RingBuffer<ISample>;
   private _restarts: number[] = [];
   private _insight: IInsight | null = null;
@@ -602,12 +464,8 @@ export class MemorySession implements IMemorySession {
   private _epochSessionId: string | null = null;
   private _sessionId: string | null = null;
   private _bridgeVersion: string | null = null;
-  private _transport: ((message: IRequestMessage) => void) | null = null;
-  private _errorsReported = 0;
   private _helloBoundary: number | null = null;
-  private _pending = new Map<string, Private.IPending>();
-  private _timeoutMs: number;
-  private _maxCells: number;
+  private _requests: RequestChannel;
   private _revealHandler: ((cellId: string) => void) | null;
   private _reconnectHandler: (() => void) | null = null;
   private _now: () => number;
@@ -637,29 +495,5 @@ export namespace MemorySession {
     revealCell?: (cellId: string) => void;
     /** Clock in UNIX seconds (for tests). */
     now?: () => number;
-  }
-}
-
-/** The key that identifies one execution: cell_id + execution_count + start_time. */
-export function cellKey(record: ICellRecord): string {
-  return Private.cellKey(record);
-}
-
-namespace Private {
-  export const MAX_WARNINGS = 20;
-  export const ids = { next: 1 };
-
-  export interface IPending {
-    delegate: PromiseDelegate<unknown>;
-    timer: ReturnType<typeof setTimeout>;
-    method: Method;
-  }
-
-  export function cellKey(r: ICellRecord): string {
-    return `${r.cell_id ?? ''}|${r.execution_count ?? ''}|${r.start_time}`;
-  }
-
-  export function major(version: string): string {
-    return version.split('.')[0].trim();
   }
 }
