@@ -108,6 +108,20 @@ export interface IInsight {
   holders: IHolder[];
   scan_ms: number;
   skipped: string | null;
+  /** Since 1.1: the forward the per-layer saved figures were measured on. */
+  activations_measured?: IActivationsMeasured;
+}
+
+/**
+ * Since 1.1: activation tracking measures the first forward of each model in a cell and
+ * again when its inputs' shapes or dtype, the autocast policy or the grad/train mode change.
+ */
+export interface IActivationsMeasured {
+  cell_id: string | null;
+  execution_count: number | null;
+  /** 1-based index of the model call (a root module's forward) within its cell. */
+  forward_index: number;
+  reason: 'first' | 'shapes' | 'dtype' | 'mode';
 }
 
 // ---- Optimize (since 1.1): advice and the batch-size search ---------------

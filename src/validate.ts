@@ -321,15 +321,26 @@ namespace Private {
 
   const modelInfo = object({ name: str, type: str, param_bytes: bytes });
 
-  export const insight = object({
-    model: nullable(str),
-    models: array(modelInfo),
-    layers: array(layerInfo),
-    breakdown: record(breakdown),
-    holders: array(holder),
-    scan_ms: nonNeg,
-    skipped: nullable(str)
+  const activationsMeasured = object({
+    cell_id: nullable(str),
+    execution_count: nullable(int),
+    forward_index: int,
+    reason: literal('first', 'shapes', 'dtype', 'mode')
   });
+
+  export const insight = object(
+    {
+      model: nullable(str),
+      models: array(modelInfo),
+      layers: array(layerInfo),
+      breakdown: record(breakdown),
+      holders: array(holder),
+      scan_ms: nonNeg,
+      skipped: nullable(str),
+      activations_measured: activationsMeasured
+    },
+    ['activations_measured']
+  );
 
   // ---- Optimize (since 1.1) ----
   const fraction: Check = (v, p) =>

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import importlib.util
 import sys
+import threading
 from collections.abc import Mapping
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 from .protocol import empty_insight
 
@@ -22,6 +25,34 @@ class InsightLink:
         self._installed = False
         self.unavailable: str | None = None
         self.last: dict[str, Any] | None = None
+        self._import_watch: Optional[TorchImportWatch] = None
+
+    def begin_cell(
+        self, cell_id: Optional[str], execution_count: Optional[int], enabled: bool
+    ) -> None:
+        """A cell starts: arm activation tracking for its first forwards. Without torch yet,
+        tracking starts the moment torch finishes importing (``import torch`` and a forward
+        in one cell are tracked)."""
+        if not enabled:
+            self._stop_import_watch()
+            return
+        if "torch" in sys.modules:
+            self._stop_import_watch()
+            self._start_tracking(cell_id, execution_count)
+            return
+        if self._import_watch is None:
+            self._import_watch = TorchImportWatch()
+        self._import_watch.arm(lambda: self._start_tracking(cell_id, execution_count))
+
+    def _start_tracking(self, cell_id: Optional[str], execution_count: Optional[int]) -> None:
+        self.set_enabled(True)
+        if self._installed:
+            self._engine.begin_cell(cell_id, execution_count)
+
+    def _stop_import_watch(self) -> None:
+        if self._import_watch is not None:
+            self._import_watch.disarm()
+            self._import_watch = None
 
     def engine(self) -> Any:
         if self._engine is not None or self.unavailable is not None:
@@ -74,6 +105,64 @@ class InsightLink:
         return True
 
     def close(self) -> None:
+        self._stop_import_watch()
         if self._installed and self._engine is not None:
             self._engine.uninstall()
         self._installed = False
+
+
+class TorchImportWatch:
+    """A ``sys.meta_path`` finder that calls back once ``import torch`` has completed.
+
+    It finds nothing itself: for ``torch`` it asks the other finders for the spec and wraps
+    the loader's ``exec_module`` for that one import, so the callback runs right after
+    torch's ``__init__`` has finished, on the importing thread (only the main thread's
+    import counts: saved-tensor hooks are thread-local). Then it leaves ``sys.meta_path``.
+    """
+
+    def __init__(self) -> None:
+        self._callback: Optional[Callable[[], None]] = None
+        self._finding = False
+
+    def arm(self, callback: Callable[[], None]) -> None:
+        self._callback = callback
+        if self not in sys.meta_path:
+            sys.meta_path.insert(0, self)
+
+    def disarm(self) -> None:
+        self._callback = None
+        with contextlib.suppress(ValueError):
+            sys.meta_path.remove(self)
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        if fullname != "torch" or self._finding or self._callback is None:
+            return None
+        self._finding = True
+        try:
+            spec = importlib.util.find_spec(fullname)
+        except Exception:
+            return None
+        finally:
+            self._finding = False
+        loader: Any = getattr(spec, "loader", None)
+        original = getattr(loader, "exec_module", None)
+        if spec is None or original is None:
+            return None
+        callback, watch = self._callback, self
+
+        def exec_module(module: Any) -> None:
+            try:
+                original(module)
+            finally:
+                with contextlib.suppress(AttributeError):
+                    del loader.exec_module  # back to the class's own method
+                watch.disarm()
+            if threading.current_thread() is threading.main_thread():
+                with contextlib.suppress(Exception):
+                    callback()
+
+        try:
+            loader.exec_module = exec_module
+        except Exception:
+            return None
+        return spec

@@ -168,7 +168,16 @@ class ModelInfo(TypedDict):
     param_bytes: int
 
 
-class Insight(TypedDict):
+class ActivationsMeasured(TypedDict):
+    """Since 1.1: which forward the per-layer saved figures were measured on."""
+
+    cell_id: str | None
+    execution_count: int | None
+    forward_index: int  # 1-based index of the root forward within its cell
+    reason: Literal["first", "shapes", "dtype", "mode"]
+
+
+class _InsightRequired(TypedDict):
     model: str | None
     models: list[ModelInfo]
     layers: list[dict[str, Any]]
@@ -176,6 +185,10 @@ class Insight(TypedDict):
     holders: list[dict[str, Any]]
     scan_ms: float
     skipped: str | None
+
+
+class Insight(_InsightRequired, total=False):
+    activations_measured: ActivationsMeasured  # since 1.1
 
 
 class InsightMessage(TypedDict):

@@ -257,10 +257,13 @@ class Runtime:
         except Exception as exc:
             self._internal(exc)
         try:
-            if self.settings["insight"] and "torch" in sys.modules:
-                # torch may have been imported where no post_run_cell ran (a silent execute,
-                # before the bridge was loaded): hook in before this cell's forwards.
-                self.insight.set_enabled(True)
+            # hooks in before this cell's first forward (torch may have come in where no
+            # post_run_cell ran), or the moment this cell finishes importing torch
+            self.insight.begin_cell(
+                getattr(info, "cell_id", None),
+                getattr(self.shell, "execution_count", None),
+                enabled=self.settings["insight"],
+            )
         except Exception as exc:
             self._internal(exc, "model insight failed")
         try:

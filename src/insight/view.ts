@@ -145,7 +145,7 @@ export class InsightView extends Panel {
     this._message.node.textContent = message.join(' ');
     this._message.setHidden(!message.length);
     this._meta.textContent = insight
-      ? `scan ${insight.scan_ms.toFixed(1)} ms`
+      ? `${Private.measuredNote(insight)}scan ${insight.scan_ms.toFixed(1)} ms`
       : '';
     this._refreshButton.disabled = !this._session;
     this.layers.layers = insight?.layers ?? [];
@@ -206,5 +206,22 @@ namespace Private {
     return [m.name, m.type, formatBytes(m.param_bytes)]
       .filter(Boolean)
       .join(' · ');
+  }
+
+  const REASONS = {
+    first: 'first call in the cell',
+    shapes: 'input shapes changed',
+    dtype: 'dtype changed',
+    mode: 'grad/train mode changed'
+  };
+
+  /** "activations measured: [5] call 1 (first call in the cell) · " or ''. */
+  export function measuredNote(insight: IInsight): string {
+    const m = insight.activations_measured;
+    if (!m) {
+      return '';
+    }
+    const cell = m.execution_count !== null ? `[${m.execution_count}] ` : '';
+    return `activations measured: ${cell}call ${m.forward_index} (${REASONS[m.reason]}) · `;
   }
 }

@@ -68,21 +68,28 @@ def _saved(insight: dict[str, Any]) -> int:
 
 
 def test_model_built_and_run_in_the_import_cell(fresh: Session) -> None:
+    """Tracking starts the moment torch finishes importing: a forward in the same cell as
+    ``import torch`` is counted (Linear saves its input: exactly INPUT_BYTES)."""
     assert fresh.k.eval("'torch' in __import__('sys').modules") is False
     code = (
         "import torch\n"
         "m1 = torch.nn.Linear(256, 256)\n"
-        "y1 = m1(torch.randn(64, 256))  # before the hooks exist: not seen\n"
+        "y1 = m1(torch.randn(64, 256))  # tracked: the hooks came in with torch\n"
     )
     first = fresh.cell_insight(code, "import-cell")
     assert first["model"] == "m1"
     assert first["models"] == [{"name": "m1", "type": "Linear", "param_bytes": 257 * 256 * 4}]
-    # the hooks are in from the next cell on: that cell's forward is tracked exactly
+    assert _saved(first) == INPUT_BYTES, first["layers"]
+    assert first["breakdown"]["cpu"]["activations"] == INPUT_BYTES
+    assert first["activations_measured"]["cell_id"] == "import-cell"
+    assert first["activations_measured"]["reason"] == "first"
+    # the next cell's forward is tracked exactly too, on top of the first graph
     second = fresh.cell_insight("y1b = m1(torch.randn(64, 256))", "after-import")
     assert second["model"] == "m1" and second["layers"][0]["path"] == ""
-    assert _saved(second) == INPUT_BYTES, second["layers"]
+    assert _saved(second) == 2 * INPUT_BYTES, second["layers"]
     third = fresh.cell_insight("del y1b", "del-y1b")
-    assert _saved(third) == 0
+    assert _saved(third) == INPUT_BYTES
+    assert _saved(fresh.cell_insight("del y1", "del-y1")) == 0
 
 
 def test_picker_models_and_get_insight_switch(fresh: Session) -> None:

@@ -19,6 +19,21 @@ How it works
   exception inside a forward unwinds the stack; :meth:`ActivationTracker.reset_stack` is a
   backstop called at every cell end.
 
+Measured steps (what keeps a training loop fast)
+------------------------------------------------
+Python hooks on every saved tensor and global module hooks (which put every module call on
+torch's slow path) cost 10-40% of a small model's step. So a forward is *measured* only when
+it tells something new: the first forward of each model ("root" module: called with no module
+running) in a cell, and again when the root's inputs change shape or dtype, the autocast
+policy changes or the grad/train mode changes (see :func:`signature`). The hooks are armed at
+every cell start (:meth:`ActivationTracker.new_cell`); when a root is called again unchanged
+they are REMOVED (module hooks unregistered, saved-tensor hooks popped) until the next cell or
+the next change, which a per-root forward pre-hook (one Python call per step) watches for. The
+saved-tensor hooks stay armed from a measured forward until the next root call, so the loss
+computed outside the model is counted with its step. Live figures are therefore exact for the
+measured forwards; tensors saved by unmeasured forwards are not counted. :attr:`measured`
+says which forward was measured last.
+
 No strong reference to a user tensor or module is kept: only integers, strings and weakrefs.
 """
 
@@ -60,6 +75,49 @@ class _State:
     by_device: dict[str, int] = field(default_factory=dict)
 
 
+Signature = tuple[Any, ...]
+
+
+def _tensor_sig(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return (tuple(value.shape), value.dtype, value.device)
+    if isinstance(value, (tuple, list)):
+        return tuple(_tensor_sig(v) for v in value[:8])
+    return None
+
+
+def signature(module: torch.nn.Module, args: Any, kwargs: Any) -> Signature:
+    """What decides whether a root forward is measured again: input shapes/dtypes/devices,
+    the autocast policy, grad mode and train/eval mode."""
+    autocast = tuple(
+        (dev, torch.get_autocast_dtype(dev))
+        for dev in ("cpu", "cuda")
+        if torch.is_autocast_enabled(dev)
+    )
+    kw = tuple((k, _tensor_sig(v)) for k, v in kwargs.items()) if kwargs else ()
+    return (_tensor_sig(args), kw, autocast, torch.is_grad_enabled(), module.training)
+
+
+def _reason(old: Optional[Signature], new: Signature) -> Optional[str]:
+    """Why ``new`` must be measured after ``old`` (None: it need not)."""
+    if old is None:
+        return "first"
+    if old == new:
+        return None
+    if old[2:] != new[2:]:
+        return "dtype" if old[2] != new[2] else "mode"
+    shapes_old = _strip_dtypes(old[:2])
+    return "shapes" if shapes_old != _strip_dtypes(new[:2]) else "dtype"
+
+
+def _strip_dtypes(value: Any) -> Any:
+    if isinstance(value, tuple):
+        if len(value) == 3 and isinstance(value[1], torch.dtype):
+            return value[0]
+        return tuple(_strip_dtypes(v) for v in value)
+    return value
+
+
 def _first_tensor_shape(output: Any) -> Optional[list[int]]:
     if isinstance(output, torch.Tensor):
         return [int(s) for s in output.shape]
@@ -79,8 +137,18 @@ class ActivationTracker:
         self._excluded: set[StorageKey] = set()
         self._excluded_roots: set[int] = set()
         self._thread: Optional[int] = None
-        self._handles: list[Any] = []
-        self._hooks_pushed = False
+        self._handles: list[Any] = []  # the global module hooks, while armed
+        self._enabled = False
+        self._pushed = False  # our saved-tensor hooks are on the thread's stack
+        self._counting = False  # ... and count (False: they only detach)
+        # per root module (id): its pre-hook handle and the signature last measured
+        self._root_hooks: dict[int, tuple[Any, Any]] = {}
+        self._signatures: dict[int, Signature] = {}
+        self._measured_in_cell: set[int] = set()
+        self._cell: tuple[Optional[str], Optional[int]] = (None, None)
+        self._forwards = 0  # root forwards in this cell
+        #: The last measured forward: ``{cell_id, execution_count, forward_index, reason}``.
+        self.measured: Optional[dict[str, Any]] = None
         # Reentrant: a GC run inside the pack hook can fire _release on this thread.
         self._lock = threading.RLock()
 
@@ -88,39 +156,122 @@ class ActivationTracker:
 
     @property
     def installed(self) -> bool:
-        return self._hooks_pushed
+        return self._enabled
+
+    @property
+    def armed(self) -> bool:
+        """The hooks are in (the next or current forward is measured)."""
+        return bool(self._handles)
 
     def install(self) -> None:
-        """Push the saved-tensor hooks and register the module hooks (idempotent)."""
-        if self._hooks_pushed:
+        """Start tracking on this thread and arm the hooks (idempotent)."""
+        if self._enabled:
             return
-        from torch.nn.modules import module as nn_module
-
-        torch._C._autograd._push_saved_tensors_default_hooks(self._pack, _unpack)
-        self._hooks_pushed = True
+        self._enabled = True
         self._thread = threading.get_ident()
-        self._handles = [
-            nn_module.register_module_forward_pre_hook(self._pre_forward),
-            nn_module.register_module_forward_hook(self._post_forward, always_call=True),
-        ]
+        self._arm()
 
     def uninstall(self) -> None:
-        """Remove the module hooks and pop our saved-tensor hooks if they are on top.
+        """Remove every hook; pop our saved-tensor hooks if they are on top.
 
         Must run on the installing thread. If the user pushed hooks of their own above ours
         and left them there, ours cannot be popped without popping theirs: they are then
         neutralised (they stop counting and just detach).
         """
+        self._enabled = False
+        self._disarm()
+        for _ref, handle in self._root_hooks.values():
+            handle.remove()
+        self._root_hooks.clear()
+        self._signatures.clear()
+        self._stack.clear()
+
+    def new_cell(
+        self, cell_id: Optional[str] = None, execution_count: Optional[int] = None
+    ) -> None:
+        """A cell starts: its first forward of each model is measured (hooks armed)."""
+        self._cell = (cell_id, execution_count)
+        self._forwards = 0
+        self._measured_in_cell.clear()
+        if self._enabled and threading.get_ident() == self._thread:
+            self._arm()
+
+    def _arm(self) -> None:
+        if not self._handles:
+            from torch.nn.modules import module as nn_module
+
+            self._handles = [
+                nn_module.register_module_forward_pre_hook(self._pre_forward),
+                nn_module.register_module_forward_hook(self._post_forward, always_call=True),
+            ]
+        if not self._pushed:
+            if torch._C._autograd._top_saved_tensors_default_hooks(False) is not None:
+                return  # inside the user's saved_tensors_hooks (save_on_cpu...): theirs rule
+            torch._C._autograd._push_saved_tensors_default_hooks(self._pack, _unpack)
+            self._pushed = True
+        self._counting = True
+
+    def _disarm(self) -> None:
         for handle in self._handles:
             handle.remove()
         self._handles = []
-        self._stack.clear()
-        if not self._hooks_pushed:
+        self._counting = False
+        if self._pushed:
+            top = torch._C._autograd._top_saved_tensors_default_hooks(False)
+            if top is not None and top[0] == self._pack:
+                torch._C._autograd._pop_saved_tensors_default_hooks()
+                self._pushed = False
+
+    # -- measured forwards -------------------------------------------------------------------
+
+    def _root_pre(self, module: torch.nn.Module, args: Any, kwargs: Any) -> None:
+        """Forward pre-hook of every root module seen: decides whether this forward is
+        measured. Runs inside the user's forward: it must never raise."""
+        try:
+            if threading.get_ident() != self._thread or not self._enabled:
+                return
+            stack = self._stack
+            if len(stack) > 1 or (stack and stack[-1] != id(module)):
+                return  # called from inside another module: not a root call
+            self._decide(module, signature(module, args, kwargs), entered=bool(stack))
+        except Exception:
+            pass
+
+    def _decide(self, module: torch.nn.Module, sig: Signature, entered: bool) -> None:
+        mid = id(module)
+        self._forwards += 1
+        old = self._signatures.get(mid) if mid in self._measured_in_cell else None
+        if old is not None and old[1] is None and old[0] == sig[0] and old[2:] == sig[2:]:
+            # first seen through the global hook, which gets no kwargs: complete it
+            old = self._signatures[mid] = sig
+        reason = _reason(old, sig)
+        if reason is None:
+            if self._handles or self._counting:
+                self._disarm()
+            if entered:  # the global pre-hook put it on the stack; its post-hook is gone
+                self._stack.clear()
             return
-        self._hooks_pushed = False
-        top = torch._C._autograd._top_saved_tensors_default_hooks(False)
-        if top is not None and top[0] == self._pack:
-            torch._C._autograd._pop_saved_tensors_default_hooks()
+        self._signatures[mid] = sig
+        self._measured_in_cell.add(mid)
+        if reason != "first":  # its weights may be new storages (model.double(), .cuda())
+            self._excluded |= storage_keys(module_tensors(module))
+        if sig[3] or self.measured is None or self.measured.get("cell") != self._cell:
+            self.measured = {
+                "cell": self._cell,
+                "cell_id": self._cell[0],
+                "execution_count": self._cell[1],
+                "forward_index": self._forwards,
+                "reason": reason,
+            }
+        if not entered:
+            self._arm()
+            self._enter(module)
+
+    def measured_info(self) -> Optional[dict[str, Any]]:
+        """The protocol's ``activations_measured`` (without the internal key)."""
+        if self.measured is None:
+            return None
+        return {k: v for k, v in self.measured.items() if k != "cell"}
 
     # -- cell boundaries -------------------------------------------------------------------
 
@@ -177,29 +328,45 @@ class ActivationTracker:
 
     # -- hooks -----------------------------------------------------------------------------
 
-    def _pre_forward(self, module: torch.nn.Module, _args: Any) -> None:
+    def _pre_forward(self, module: torch.nn.Module, args: Any) -> None:
         # Runs inside the user's forward: it must never raise.
         try:
             if threading.get_ident() != self._thread:
                 return
-            mid = id(module)
-            state = self._state
-            if self._stack:
-                state.parents[mid] = self._stack[-1]
-            if mid not in self._excluded_roots:
-                # First call of this module in the cell, at any depth: its parameters and
-                # buffers are never activations (addmm saves weight.t(), a view of the weight).
-                # A top-level call excludes the whole tree at once; nested ones their own
-                # tensors (a module reached through a plain attribute, a closure or a dict
-                # is not under its caller's tree).
-                self._excluded_roots.add(mid)
-                tensors = module_tensors(module, recurse=not self._stack)
-                self._excluded |= storage_keys(tensors)
-            if mid not in state.layers:
-                state.layers[mid] = LayerStat(type(module).__name__)
-            self._stack.append(mid)
+            self._enter(module)
+            if len(self._stack) > 1:
+                return
+            known = self._root_hooks.get(id(module))
+            if known is not None and known[0]() is module:
+                return  # a known root decides in its own pre-hook, which runs next
+            # a root never seen: watch it from now on (its pre-hook gets kwargs too, as
+            # Hugging Face models take them), and measure this forward
+            if known is not None:
+                known[1].remove()
+            handle = module.register_forward_pre_hook(self._root_pre, with_kwargs=True)
+            self._root_hooks[id(module)] = (weakref.ref(module), handle)
+            sig = signature(module, args, None)
+            self._decide(module, (sig[0], None, *sig[2:]), entered=True)
         except Exception:
             pass
+
+    def _enter(self, module: torch.nn.Module) -> None:
+        mid = id(module)
+        state = self._state
+        if self._stack:
+            state.parents[mid] = self._stack[-1]
+        if mid not in self._excluded_roots:
+            # First call of this module in the cell, at any depth: its parameters and
+            # buffers are never activations (addmm saves weight.t(), a view of the weight).
+            # A top-level call excludes the whole tree at once; nested ones their own
+            # tensors (a module reached through a plain attribute, a closure or a dict
+            # is not under its caller's tree).
+            self._excluded_roots.add(mid)
+            tensors = module_tensors(module, recurse=not self._stack)
+            self._excluded |= storage_keys(tensors)
+        if mid not in state.layers:
+            state.layers[mid] = LayerStat(type(module).__name__)
+        self._stack.append(mid)
 
     def _post_forward(self, module: torch.nn.Module, _args: Any, output: Any) -> None:
         try:
@@ -219,7 +386,7 @@ class ActivationTracker:
 
     def _pack(self, t: torch.Tensor) -> torch.Tensor:
         detached = t.detach()
-        if not self._hooks_pushed:
+        if not self._counting:
             return detached
         try:
             if t.is_leaf and t.requires_grad:

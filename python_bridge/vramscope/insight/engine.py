@@ -75,6 +75,13 @@ class InsightEngine:
         with contextlib.suppress(Exception):
             self._tracker.uninstall()
 
+    def begin_cell(
+        self, cell_id: Optional[str] = None, execution_count: Optional[int] = None
+    ) -> None:
+        """A cell starts: arm the activation hooks for its first forward; never raises."""
+        with contextlib.suppress(Exception):
+            self._tracker.new_cell(cell_id, execution_count)
+
     @property
     def tracker(self) -> ActivationTracker:
         return self._tracker
@@ -161,7 +168,7 @@ class InsightEngine:
         )
         if skipped is not None:
             skipped = f"{skipped}; budget {budget_ms:g} ms"
-        return {
+        insight: dict[str, Any] = {
             "model": name,
             "models": models,
             "layers": layers,
@@ -170,6 +177,10 @@ class InsightEngine:
             "scan_ms": round((time.perf_counter() - start) * 1000.0, 3),
             "skipped": skipped,
         }
+        measured = self._tracker.measured_info()
+        if measured is not None:
+            insight["activations_measured"] = measured
+        return insight
 
     def _choose(
         self, modules: list[tuple[str, torch.nn.Module]], override: Optional[str]
