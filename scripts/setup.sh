@@ -15,6 +15,9 @@
 #                 torch==2.13.0 from the PyTorch CPU index when that folder is missing)
 #   VRAMSCOPE_WHEELS    the local find-links folder (default /opt/wheels)
 #   VRAMSCOPE_FORCE=1   ignore all stamps and redo every step
+#   VRAMSCOPE_VENV      the virtual environment to set up (default .venv; scripts/demo.sh
+#                       uses .venv-demo for the wheel install, so that the demo and the tests
+#                       never switch one environment between two install modes)
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -28,7 +31,7 @@ for arg in "$@"; do
     --wheel) MODE=wheel ;;
     --develop) MODE=develop ;;
     -h | --help)
-      sed -n '2,17p' "$0"
+      sed -n '2,20p' "$0"
       exit 0
       ;;
     *)
@@ -95,7 +98,8 @@ command -v "$PYTHON" >/dev/null || die "$PYTHON not found: Python 3.11 or newer 
   || die "$PYTHON is Python $("$PYTHON" -c 'import platform; print(platform.python_version())'); 3.11 or newer is needed (set PYTHON)"
 ensure_node
 pip_sources
-VENV=$ROOT/.venv
+VENV=${VRAMSCOPE_VENV:-$ROOT/.venv}
+case "$VENV" in /*) ;; *) VENV=$ROOT/$VENV ;; esac
 STAMPS=$VENV/.vramscope-stamps
 LABEXT=$ROOT/python_bridge/vramscope/labextension
 NPM_NAME=jupyterlab-vramscope
@@ -149,7 +153,7 @@ if [ -x "$VENV/bin/python" ] && stamp_ok venv "$PY_KEY"; then
 else
   t=$(now)
   if [ ! -x "$VENV/bin/python" ]; then
-    log "creating .venv with $PYTHON"
+    log "creating $(basename "$VENV") with $PYTHON"
     if ! "$PYTHON" -m venv "$VENV"; then
       # Debian's own python3 ships venv/ensurepip separately.
       rm -rf "$VENV"
@@ -161,7 +165,7 @@ else
       "$PYTHON" -m venv "$VENV"
     fi
   fi
-  log "installing Python packages into .venv ($TORCH_SPEC from $TORCH_FROM)"
+  log "installing Python packages into $(basename "$VENV") ($TORCH_SPEC from $TORCH_FROM)"
   "$VENV/bin/python" -m pip install --retries 0 -q "${PIP_SOURCE_ARGS[@]}" "${REQUIREMENTS[@]}"
   stamp_set venv "$PY_KEY"
   log "venv ready in $(($(now) - t)) s"
