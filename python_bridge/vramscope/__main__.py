@@ -1,0 +1,7 @@
+"""``python -m vramscope``: the ``vramscope`` command line (vramscope.cli)."""
+
+from __future__ import annotations
+
+from .cli import main
+
+raise SystemExit(main())
