@@ -18,6 +18,7 @@ from .runtime import get_runtime
 __all__ = [
     "PROTOCOL_VERSION",
     "__version__",
+    "attach",
     "estimate",
     "export",
     "load_ipython_extension",
@@ -128,6 +129,20 @@ def estimate(
         n_gpus=n_gpus,
         offload=offload,
     )
+
+
+def attach(address: str | None = None, token: str | None = None, hz: float | None = None) -> bool:
+    """Report this process's memory to a notebook kernel's vramscope panel (since 1.1).
+
+    For processes the kernel did not fork: spawned children, ``torchrun`` ranks, remote ranks.
+    ``address``/``token`` default to ``VRAMSCOPE_COLLECTOR``/``VRAMSCOPE_TOKEN`` (set in the
+    kernel's environment, so its subprocesses inherit them; for remote ranks see
+    ``vramscope.processes.listen``). Idempotent; a daemon thread that stops silently when the
+    kernel is gone. Returns False when no collector is known; ValueError for a bad address.
+    """
+    from .processes.reporter import attach as start_reporting
+
+    return start_reporting(address, token, hz)
 
 
 def _running_shell() -> Any:

@@ -31,6 +31,7 @@ Method = Literal[
     "get_advice",  # since 1.1
     "export_report",  # since 1.1
     "estimate",  # since 1.1
+    "get_processes",  # since 1.1
 ]
 METHODS: tuple[str, ...] = get_args(Method)
 #: Longest ``report_error`` message the kernel keeps (longer ones are cut).
@@ -44,6 +45,7 @@ KERNEL_MESSAGE_TYPES = (
     "notice",
     "error",
     "reply",
+    "processes",  # since 1.1
 )
 
 
@@ -78,7 +80,7 @@ class DeviceDelta(TypedDict):
     peak_delta_bytes: int
 
 
-class CellRecord(TypedDict):
+class _CellRecordRequired(TypedDict):
     cell_id: str | None
     execution_count: int | None
     start_time: float
@@ -88,6 +90,22 @@ class CellRecord(TypedDict):
     oom: bool
     code_head: str
     devices: dict[str, DeviceDelta]
+
+
+class ProcessPeak(TypedDict):
+    """A child process's peaks during one cell (since 1.1)."""
+
+    role: str
+    peak_rss: int
+    peak_uss: int
+    peak_device: dict[str, int]
+
+
+class CellRecord(_CellRecordRequired, total=False):
+    """``processes`` (since 1.1, optional): by process key, the peaks of the child processes
+    and ranks that reported during the cell."""
+
+    processes: dict[str, ProcessPeak]
 
 
 class _DeviceSampleRequired(TypedDict):
@@ -216,6 +234,19 @@ class ReplyMessage(TypedDict):
     result: dict[str, Any]
 
 
+class ProcessesMessage(TypedDict):
+    """Child processes and ranks (since 1.1; docs/protocol.md "Processes")."""
+
+    type: Literal["processes"]
+    time: float
+    full: bool
+    processes: list[dict[str, Any]]
+    samples: dict[str, list[list[float | None]]]
+    findings: list[dict[str, Any]]
+    stats: dict[str, int]
+    remote: str | None
+
+
 KernelMessage = Union[
     HelloMessage,
     CellMessage,
@@ -225,6 +256,7 @@ KernelMessage = Union[
     NoticeMessage,
     ErrorMessage,
     ReplyMessage,
+    ProcessesMessage,
 ]
 
 

@@ -21,6 +21,7 @@ from .devices import CpuDevice, Device, accelerator_devices
 from .estimator import ActivationMemo
 from .estimator.entry import handle_request as estimate_request
 from .insight_link import InsightLink
+from .processes.service import ProcessesService
 from .protocol import (
     MAX_CLIENT_ERROR_CHARS,
     MAX_NAME_CHARS,
@@ -61,6 +62,7 @@ class Runtime:
                 "clear_history": lambda _p: {"cleared": self.clear_history()},
                 "report_error": lambda p: {"kept": self.report_client_error(p)},
                 "get_samples": lambda p: {"samples": self.samples_since(p.get("since"))},
+                "get_processes": lambda _p: self.processes.message(history=True),
                 "estimate": lambda p: estimate_request(p, self.user_ns(), self.activation_memo),
                 "export_report": lambda p: self.export_report(p),
             },
@@ -80,6 +82,13 @@ class Runtime:
         self.insight = InsightLink(shell, self.device_reading)
         #: the watched models' measured saved-for-backward bytes, for the estimator
         self.activation_memo = ActivationMemo()
+        #: child processes and ranks reporting to this kernel (vramscope.processes)
+        self.processes = ProcessesService(
+            send=self.bridge.broadcast,  # type: ignore[arg-type]
+            wants=lambda: self.bridge.has_streams,
+            namespace=lambda: getattr(self.shell, "user_ns", None),
+            execution_count=lambda: getattr(self.shell, "execution_count", None),
+        )
         self._installed_on: Any = None
         self._lock = threading.Lock()
         #: Kernel messages the front end rejected (``report_error`` requests), newest last.
@@ -102,6 +111,7 @@ class Runtime:
             self.bridge.register()
             self._refresh_devices()
             self.sampler.set_rate(self.settings["sample_hz"])
+            self.processes.start()
             atexit.register(self.shutdown)
 
     def uninstall(self) -> None:
@@ -130,6 +140,8 @@ class Runtime:
         self.sampler.stop()
         with contextlib.suppress(Exception):
             self.insight.close()
+        with contextlib.suppress(Exception):
+            self.processes.stop()
 
     @property
     def installed(self) -> bool:
@@ -267,6 +279,10 @@ class Runtime:
         except Exception as exc:
             self._internal(exc, "model insight failed")
         try:
+            self.processes.open_cell()
+        except Exception as exc:
+            self._internal(exc)
+        try:
             self.recorder.pre_run_cell(info)
         except Exception as exc:
             self._internal(exc)
@@ -279,6 +295,12 @@ class Runtime:
 
     def _after_cell(self, record: CellRecord, after: dict[str, DeviceSample]) -> None:
         """The recorder's ``on_record``: publishing waits for the execute reply."""
+        try:
+            peaks = self.processes.close_cell(record["execution_count"])
+            if peaks:
+                record["processes"] = peaks  # type: ignore[typeddict-item]
+        except Exception as exc:
+            self._internal(exc)
         self.after_reply.submit(lambda: self._publish_cell(record, after))
 
     def _publish_cell(self, record: CellRecord, after: dict[str, DeviceSample]) -> None:

@@ -101,6 +101,11 @@ def _capture(k: KernelHarness) -> dict[str, Data]:
     out["notice"] = _comm_data(k, stream, "notice")
     k.request(control, "set_settings", {"insight_budget_ms": 20})
 
+    # since 1.1: a forked child reports to the bridge's collector; the stream gets processes
+    fork = "import os, time\n_c = os.fork()\nif _c == 0:\n    time.sleep(1)\n    os._exit(0)"
+    k.run_ok(fork, "fixture-fork")
+    out["processes"] = _comm_data(k, stream, "processes")
+
     out["reply"] = k.request(control, "get_devices")
     out["error"] = k.request(control, "set_settings", {"sample_hz": -1})
     assert out["error"]["type"] == "error" and out["error"]["in_reply_to"], out["error"]
@@ -119,6 +124,8 @@ def shorten(messages: dict[str, Data]) -> dict[str, Data]:
     insight = out["insight"]["insight"]
     insight["layers"] = insight["layers"][:KEEP]
     insight["holders"] = insight["holders"][:KEEP]
+    samples = out["processes"]["samples"]
+    out["processes"]["samples"] = {key: points[:KEEP] for key, points in samples.items()}
     return dict(out)
 
 

@@ -307,6 +307,8 @@ BROKEN = [
     ("reply", _set(("ok",), False)),
     ("reply", _set(("result", "devices", 0, "used_bytes"), None)),
     ("reply", _set(("type",), "answer")),
+    ("processes", _set(("stats",), "none")),  # since 1.1
+    ("processes", _drop(("findings",))),
 ]
 
 

@@ -1,0 +1,162 @@
+"""What the bridge owns: the collector, the process table, the fork hook's target, and the
+``processes`` message (docs/protocol.md, since 1.1). Nothing here raises into the kernel."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from typing import Any, Callable
+
+from . import cow, reporter
+from .collector import Collector
+from .table import ProcessTable
+
+
+class ProcessesService:
+    def __init__(
+        self,
+        send: Callable[[dict[str, Any]], None],
+        wants: Callable[[], bool],
+        namespace: Callable[[], dict[str, Any] | None],
+        execution_count: Callable[[], int | None],
+    ) -> None:
+        self._send = send
+        self._wants = wants
+        self._namespace = namespace
+        self._execution_count = execution_count
+        #: the execution count of the running cell (None between cells)
+        self.cell: int | None = None
+        self._count_offset = _ipython_count_offset()
+        self.table = ProcessTable()
+        self.collector: Collector | None = None
+        self._findings: list[dict[str, Any]] = []
+        self._findings_key: tuple[Any, ...] = ()
+        self._env_set: dict[str, str] = {}
+        self.report_hz = reporter._env_hz()
+        self.error: str | None = None
+
+    # --- lifecycle ----------------------------------------------------------------------
+
+    def start(self) -> bool:
+        if self.collector is not None and self.collector.running:
+            return True
+        collector = Collector(self.table, self.publish)
+        try:
+            address = collector.start()
+        except OSError as exc:
+            self.error = f"the process collector could not start: {exc}"
+            collector.stop()
+            return False
+        self.collector = collector
+        reporter.configure(
+            reporter.Target(address, collector.token.encode(), self.report_hz),
+            lambda: self.cell,
+        )
+        # processes started from the kernel (subprocess, spawn) find the collector for attach()
+        self._env_set = {reporter.ENV_ADDRESS: address, reporter.ENV_TOKEN: collector.token}
+        os.environ.update(self._env_set)
+        return True
+
+    def stop(self) -> None:
+        reporter.configure(None)
+        for key, value in self._env_set.items():
+            if os.environ.get(key) == value:
+                del os.environ[key]
+        self._env_set = {}
+        collector, self.collector = self.collector, None
+        if collector is not None:
+            collector.stop()
+
+    def listen(self, host: str = "127.0.0.1", port: int = 0) -> dict[str, str]:
+        """Accept remote ranks on UDP ``host:port``; the lines a remote rank needs."""
+        if self.collector is None:
+            raise RuntimeError(self.error or "the vramscope bridge is not running in this kernel")
+        address = self.collector.listen(host, port)
+        self.publish(force=True)
+        return {
+            reporter.ENV_ADDRESS: address,
+            reporter.ENV_TOKEN: self.collector.token,
+        }
+
+    # --- cells --------------------------------------------------------------------------
+
+    def open_cell(self) -> None:
+        """A cell starts: forked children from now on belong to it."""
+        count = self._count()
+        self.cell = None if count is None else count - self._count_offset
+        self.table.open_cell()
+
+    def close_cell(self, execution_count: int | None = None) -> dict[str, dict[str, Any]]:
+        """The cell ended: the peaks of the processes that reported during it.
+
+        IPython 9 counts the cell before ``pre_run_cell`` (older versions after it): the
+        offset between the shell's counter there and the record's count is learned here.
+        """
+        if self.cell is not None and execution_count is not None:
+            self._count_offset += self.cell - execution_count
+        self.cell = None
+        if self.collector is not None:
+            with contextlib.suppress(Exception):
+                self.collector.drain()
+        return self.table.close_cell()
+
+    # --- messages -----------------------------------------------------------------------
+
+    def findings(self) -> list[dict[str, Any]]:
+        """The current findings (copy-on-access), as data."""
+        with self.table.lock:
+            procs = list(self.table.procs.values())
+            key = tuple((p.key, p.seq) for p in procs if p.kind == "worker")
+        if key != self._findings_key:
+            self._findings_key = key
+            self._findings = cow.detect(procs, self._safe_namespace())
+        return [dict(f) for f in self._findings]
+
+    def message(self, history: bool) -> dict[str, Any]:
+        infos, samples = self.table.snapshot(history)
+        collector = self.collector
+        return {
+            "type": "processes",
+            "time": time.time(),
+            "full": history,
+            "processes": infos,
+            "samples": samples,
+            "findings": self.findings(),
+            "stats": self.table.stats(),
+            "remote": collector.udp_address if collector is not None else None,
+        }
+
+    def publish(self, force: bool = False) -> None:
+        """The collector's periodic call: one incremental message when something changed."""
+        try:
+            if not self._wants():
+                return
+            if not (force or self.table.changed):
+                return
+            self._send(self.message(history=False))
+        except Exception:
+            pass
+
+    def _count(self) -> int | None:
+        try:
+            count = self._execution_count()
+        except Exception:
+            return None
+        return count if isinstance(count, int) else None
+
+    def _safe_namespace(self) -> dict[str, Any] | None:
+        try:
+            return self._namespace()
+        except Exception:
+            return None
+
+
+def _ipython_count_offset() -> int:
+    """1 where IPython counts a cell before its ``pre_run_cell`` (IPython 9), else 0."""
+    try:
+        import IPython
+
+        return 1 if IPython.version_info[0] >= 9 else 0
+    except Exception:
+        return 0

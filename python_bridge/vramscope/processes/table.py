@@ -1,0 +1,243 @@
+"""The kernel's table of reporting processes: current and peak memory, history for the lanes,
+per-cell peaks, ended processes with their exit reason. Thread safe (one lock); holds only
+numbers and strings, never objects of the reporting processes or of the user."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import wire
+from .procfs import ExitReason
+
+MAX_PROCESSES = 512  # ended ones beyond this are forgotten, oldest first
+HISTORY = 1200  # samples kept per process (lanes, copy-on-access detection)
+MAX_PENDING = 256  # unpublished samples per process; older ones are dropped and counted
+
+#: One lane point: (kernel time, rss, uss or None, device bytes allocated in total).
+Point = tuple[float, int, "int | None", int]
+
+
+@dataclass
+class Proc:
+    key: str
+    pid: int
+    ppid: int
+    host: str
+    remote: bool
+    kind: str = "child"
+    index: int | None = None
+    world: int | None = None
+    cell: int | None = None
+    started: float = 0.0
+    last_t: float = 0.0
+    last_seen: float = 0.0  # monotonic
+    seq: int = 0
+    rss: int = 0
+    uss: int | None = None
+    pss: int | None = None
+    peak_rss: int = 0
+    peak_uss: int = 0
+    devices: dict[str, wire.DeviceFigures] = field(default_factory=dict)
+    peak_devices: dict[str, int] = field(default_factory=dict)
+    dropped: int = 0
+    reported_dropped: int = 0
+    final_seen: bool = False
+    ended: float | None = None
+    exit: ExitReason | None = None
+    dataset: wire.DatasetRef | None = None
+    history: deque[Point] = field(default_factory=lambda: deque(maxlen=HISTORY))
+    pending: list[Point] = field(default_factory=list)
+    cell_peak: dict[str, Any] | None = None
+    cell_born: bool = False  # first seen during the open cell: its VmHWM is the cell's
+
+    @property
+    def role(self) -> str:
+        if self.kind == "worker":
+            text = f"DataLoader worker {self.index}"
+        elif self.kind == "rank":
+            text = f"rank {self.index}"
+        else:
+            text = f"child pid {self.pid}"
+        return f"{text} @ {self.host}" if self.remote else text
+
+
+class ProcessTable:
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.procs: dict[str, Proc] = {}
+        self.received = 0
+        self.refused = 0
+        self.malformed = 0
+        self.stale = 0
+        self.changed = False
+        self._cell_open = False
+
+    # --- intake -----------------------------------------------------------------------
+
+    def ingest(self, report: wire.Report, remote: bool) -> tuple[Proc, bool]:
+        """Apply one valid report; (process, first time seen). Stale (replayed) reports are
+        counted and ignored."""
+        key = f"{report['host']}:{report['pid']}"
+        with self.lock:
+            proc = self.procs.get(key)
+            new = proc is None or (proc.ended is not None and report["seq"] <= 1)
+            if new:
+                proc = Proc(key, report["pid"], report["ppid"], report["host"], remote)
+                proc.started = report["t"]
+                proc.cell_born = self._cell_open
+                self.procs[key] = proc
+                self._forget_old()
+            assert proc is not None
+            if not new and report["seq"] <= proc.seq:
+                self.stale += 1
+                return proc, False
+            if proc.seq and report["seq"] > proc.seq + 1:
+                proc.dropped += report["seq"] - proc.seq - 1
+            self.received += 1
+            self._apply(proc, report)
+            self.changed = True
+            return proc, new
+
+    def _apply(self, proc: Proc, r: wire.Report) -> None:
+        proc.seq = r["seq"]
+        proc.kind, proc.index, proc.world = r["kind"], r["index"], r["world"]
+        proc.cell = r["cell"] if r["cell"] is not None else proc.cell
+        proc.ppid = r["ppid"]
+        proc.last_t = r["t"]
+        proc.last_seen = time.monotonic()
+        mem = r["mem"]
+        proc.rss = mem["rss"]
+        if mem["uss"] is not None:
+            proc.uss, proc.pss = mem["uss"], mem["pss"]
+            proc.peak_uss = max(proc.peak_uss, mem["uss"])
+        peak_rss = max(mem["rss"], mem["hwm"] or 0)
+        proc.peak_rss = max(proc.peak_rss, peak_rss)
+        proc.devices = r["dev"]
+        for dev_id, figures in r["dev"].items():
+            proc.peak_devices[dev_id] = max(
+                proc.peak_devices.get(dev_id, 0), figures["peak"], figures["allocated"]
+            )
+        proc.reported_dropped = r["dropped"]
+        proc.final_seen = proc.final_seen or r["final"]
+        if r["dataset"] is not None:
+            proc.dataset = r["dataset"]
+        device_total = sum(f["allocated"] for f in r["dev"].values())
+        point: Point = (r["t"], mem["rss"], mem["uss"], device_total)
+        proc.history.append(point)
+        proc.pending.append(point)
+        if len(proc.pending) > MAX_PENDING:
+            del proc.pending[: len(proc.pending) - MAX_PENDING]
+        if self._cell_open:
+            self._cell_update(proc, peak_rss if proc.cell_born else mem["rss"], mem)
+
+    def _cell_update(self, proc: Proc, rss: int, mem: wire.HostMemory) -> None:
+        peak = proc.cell_peak
+        if peak is None:
+            peak = proc.cell_peak = {"peak_rss": 0, "peak_uss": 0, "peak_device": {}}
+        peak["peak_rss"] = max(peak["peak_rss"], rss)
+        if mem["uss"] is not None:
+            peak["peak_uss"] = max(peak["peak_uss"], mem["uss"])
+        for dev_id, figures in proc.devices.items():
+            value = max(figures["peak"], figures["allocated"])
+            peak["peak_device"][dev_id] = max(peak["peak_device"].get(dev_id, 0), value)
+
+    def end(self, proc: Proc, reason: ExitReason) -> None:
+        with self.lock:
+            if proc.ended is None:
+                proc.ended = time.time()
+                proc.exit = reason
+                self.changed = True
+
+    def _forget_old(self) -> None:
+        if len(self.procs) <= MAX_PROCESSES:
+            return
+        ended = sorted((p for p in self.procs.values() if p.ended), key=lambda p: p.ended or 0)
+        for proc in ended[: len(self.procs) - MAX_PROCESSES]:
+            del self.procs[proc.key]
+
+    # --- per cell -----------------------------------------------------------------------
+
+    def open_cell(self) -> None:
+        with self.lock:
+            self._cell_open = True
+            for proc in self.procs.values():
+                proc.cell_peak = None
+                proc.cell_born = False
+                if proc.ended is None:  # alive at the start: starts from its current figures
+                    proc.cell_peak = {
+                        "peak_rss": proc.rss,
+                        "peak_uss": proc.uss or 0,
+                        "peak_device": {k: v["allocated"] for k, v in proc.devices.items()},
+                    }
+
+    def close_cell(self) -> dict[str, dict[str, Any]]:
+        """The peaks of every process that reported during the cell, by key."""
+        with self.lock:
+            self._cell_open = False
+            out: dict[str, dict[str, Any]] = {}
+            for proc in self.procs.values():
+                peak, proc.cell_peak = proc.cell_peak, None
+                if peak is not None and proc.last_seen and proc.history:
+                    out[proc.key] = {"role": proc.role, **peak}
+            return out
+
+    # --- views --------------------------------------------------------------------------
+
+    def info(self, proc: Proc) -> dict[str, Any]:
+        reason = proc.exit
+        return {
+            "key": proc.key,
+            "pid": proc.pid,
+            "ppid": proc.ppid,
+            "host": proc.host,
+            "remote": proc.remote,
+            "role": proc.role,
+            "kind": proc.kind,
+            "index": proc.index,
+            "world": proc.world,
+            "cell": proc.cell,
+            "started": proc.started,
+            "last_seen": proc.last_t,
+            "rss": proc.rss,
+            "uss": proc.uss,
+            "pss": proc.pss,
+            "peak_rss": proc.peak_rss,
+            "peak_uss": proc.peak_uss,
+            "devices": {k: dict(v) for k, v in proc.devices.items()},
+            "peak_devices": dict(proc.peak_devices),
+            "dropped": proc.dropped + proc.reported_dropped,
+            "ended": proc.ended,
+            "exit": None if reason is None else reason.text,
+            "exit_code": None if reason is None else reason.exit_code,
+            "signal": None if reason is None else reason.signal,
+            "oom": bool(reason and reason.oom),
+        }
+
+    def stats(self) -> dict[str, int]:
+        with self.lock:
+            dropped = sum(p.dropped + p.reported_dropped for p in self.procs.values())
+            return {
+                "received": self.received,
+                "dropped": dropped,
+                "refused": self.refused,
+                "malformed": self.malformed,
+            }
+
+    def snapshot(self, history: bool) -> tuple[list[dict[str, Any]], dict[str, list[Any]]]:
+        """(process infos, lane points by key): all kept points when ``history``, else the
+        points not yet published (which are then marked published)."""
+        with self.lock:
+            infos = [self.info(p) for p in self.procs.values()]
+            samples: dict[str, list[Any]] = {}
+            for proc in self.procs.values():
+                points = list(proc.history) if history else proc.pending
+                if not history:
+                    proc.pending = []
+                if points:
+                    samples[proc.key] = [list(p) for p in points]
+            self.changed = False
+            return infos, samples
