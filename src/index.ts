@@ -31,6 +31,7 @@ import { vramscopeIcon } from './icons';
 import { InsightView } from './insight/view';
 import { estimatorPlugin } from './estimator';
 import { optimizePlugin } from './optimize';
+import { processesPlugin } from './processes';
 import { MemoryTracker, parseSettings } from './model';
 import { MemoryPanel } from './panel';
 import { TimelineView } from './timeline/view';
@@ -235,7 +236,8 @@ const plugins: JupyterFrontEndPlugin<any>[] = [
   timelinePlugin,
   estimatorPlugin,
   insightPlugin,
-  optimizePlugin
+  optimizePlugin,
+  processesPlugin
 ];
 
 export default plugins;

@@ -296,7 +296,7 @@ class Runtime:
     def _after_cell(self, record: CellRecord, after: dict[str, DeviceSample]) -> None:
         """The recorder's ``on_record``: publishing waits for the execute reply."""
         try:
-            peaks = self.processes.close_cell(record["execution_count"])
+            peaks = self.processes.close_cell(record.get("execution_count"))
             if peaks:
                 record["processes"] = peaks  # type: ignore[typeddict-item]
         except Exception as exc:

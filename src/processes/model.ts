@@ -1,0 +1,146 @@
+/**
+ * The Processes section's state for one notebook session: the child processes and ranks the
+ * kernel reports (`processes` messages, since 1.1), their lane points (bounded per lane), the
+ * copy-on-access findings and the collector's counters. After every `hello` (a reload, a
+ * restart) it asks for everything the kernel kept (`get_processes`).
+ */
+import { IDisposable } from '@lumino/disposable';
+import { ISignal, Signal } from '@lumino/signaling';
+
+import type {
+  IProcessesMessage,
+  IProcessFinding,
+  IProcessInfo,
+  IProcessStats,
+  KernelMessage,
+  ProcessPoint
+} from '../protocol';
+import type { IMemorySession } from '../tokens';
+import { validateKernelMessage } from '../validate';
+
+/** Lane points kept per process (older ones are dropped). */
+export const LANE_LIMIT = 3000;
+
+export class ProcessesModel implements IDisposable {
+  constructor(session: IMemorySession) {
+    this.session = session;
+    session.messageReceived.connect(this._onMessage, this);
+    if (session.status === 'connected') {
+      void this.refresh();
+    }
+  }
+
+  readonly session: IMemorySession;
+
+  /** Every known process: running ones first, then by cell, kind and index. */
+  get processes(): ReadonlyArray<IProcessInfo> {
+    return this._processes;
+  }
+
+  get findings(): ReadonlyArray<IProcessFinding> {
+    return this._findings;
+  }
+
+  get stats(): IProcessStats | null {
+    return this._stats;
+  }
+
+  /** The UDP address remote ranks report to, when the kernel listens. */
+  get remote(): string | null {
+    return this._remote;
+  }
+
+  /** Lane points of one process, oldest first. */
+  lane(key: string): ReadonlyArray<ProcessPoint> {
+    return this._lanes.get(key) ?? [];
+  }
+
+  /** Emitted after every applied message. */
+  get changed(): ISignal<this, void> {
+    return this._changed;
+  }
+
+  get isDisposed(): boolean {
+    return this._disposed;
+  }
+
+  /** Ask the kernel for everything it kept (lanes included). */
+  async refresh(): Promise<void> {
+    try {
+      const result = await this.session.request('get_processes', {});
+      const msg = validateKernelMessage(result);
+      if (typeof msg !== 'string' && msg.type === 'processes') {
+        this.apply(msg);
+      }
+    } catch {
+      // an older kernel bridge (1.0) has no processes: nothing to show
+    }
+  }
+
+  /** Apply one message: `full` replaces the lanes, otherwise points are appended. */
+  apply(msg: IProcessesMessage): void {
+    if (this._disposed) {
+      return;
+    }
+    if (msg.full) {
+      this._lanes.clear();
+    }
+    for (const [key, points] of Object.entries(msg.samples)) {
+      const lane = this._lanes.get(key) ?? [];
+      lane.push(...points);
+      if (lane.length > LANE_LIMIT) {
+        lane.splice(0, lane.length - LANE_LIMIT);
+      }
+      this._lanes.set(key, lane);
+    }
+    const known = new Set(msg.processes.map(p => p.key));
+    for (const key of [...this._lanes.keys()]) {
+      if (!known.has(key)) {
+        this._lanes.delete(key);
+      }
+    }
+    this._processes = [...msg.processes].sort(Private.order);
+    this._findings = msg.findings;
+    this._stats = msg.stats;
+    this._remote = msg.remote;
+    this._changed.emit();
+  }
+
+  dispose(): void {
+    if (this._disposed) {
+      return;
+    }
+    this._disposed = true;
+    this.session.messageReceived.disconnect(this._onMessage, this);
+    Signal.clearData(this);
+  }
+
+  private _onMessage(_: IMemorySession, msg: KernelMessage): void {
+    if (msg.type === 'processes') {
+      this.apply(msg);
+    } else if (msg.type === 'hello') {
+      void this.refresh();
+    }
+  }
+
+  private _processes: IProcessInfo[] = [];
+  private _findings: ReadonlyArray<IProcessFinding> = [];
+  private _stats: IProcessStats | null = null;
+  private _remote: string | null = null;
+  private _lanes = new Map<string, ProcessPoint[]>();
+  private _changed = new Signal<this, void>(this);
+  private _disposed = false;
+}
+
+namespace Private {
+  const KIND_ORDER = { rank: 0, worker: 1, child: 2 };
+
+  export function order(a: IProcessInfo, b: IProcessInfo): number {
+    return (
+      Number(a.ended !== null) - Number(b.ended !== null) ||
+      (b.cell ?? -1) - (a.cell ?? -1) ||
+      KIND_ORDER[a.kind] - KIND_ORDER[b.kind] ||
+      (a.index ?? a.pid) - (b.index ?? b.pid)
+    );
+  }
+}
