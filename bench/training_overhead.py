@@ -117,7 +117,7 @@ if WORKLOAD == "gpt":
 elif WORKLOAD == "conv":
     model = convnet()
     opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
-    xb, yb = torch.randn(32, 3, 32, 32), torch.randint(0, 10, (32,))
+    xb, yb = torch.randn(16, 3, 32, 32), torch.randint(0, 10, (16,))
     loss_of = F.cross_entropy
 else:
     model = SmallOps()
@@ -142,7 +142,7 @@ train_block(3)
 
 WORKLOADS = {
     "gpt": "GPT-style decoder (3 blocks, d=128, 4 heads, batch 8 x 64 tokens, AdamW)",
-    "conv": "conv net with BatchNorm and residuals (batch 32 x 3x32x32, SGD momentum)",
+    "conv": "conv net with BatchNorm and residuals (batch 16 x 3x32x32, SGD momentum)",
     "mlp": "many small ops (16 x LayerNorm+Linear(64)+GELU+residual, batch 64, Adam)",
 }
 

@@ -18,6 +18,7 @@ IPython shell) the work runs at once, as it would in the hook.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any, Callable
 
 Job = Callable[[], None]
@@ -37,16 +38,19 @@ class AfterReply:
         self._busy = busy
         self._on_error = on_error
         self._delay_s = delay_s
-        self._jobs: list[Job] = []
+        self._jobs: list[tuple[str | None, Job]] = []
         self._handle: Any = None
 
     @property
     def pending(self) -> int:
         return len(self._jobs)
 
-    def submit(self, job: Job) -> None:
-        """Queue ``job`` to run after the current execute reply (at once without a loop)."""
-        self._jobs.append(job)
+    def submit(self, job: Job, key: str | None = None) -> None:
+        """Queue ``job`` to run after the current execute reply (at once without a loop);
+        a ``key`` replaces the pending job with the same key."""
+        if key is not None:
+            self._jobs = [(k, j) for k, j in self._jobs if k != key]
+        self._jobs.append((key, job))
         if self._handle is not None:
             return
         try:
@@ -56,15 +60,27 @@ class AfterReply:
             return
         self._handle = loop.call_later(self._delay_s, self._fire)
 
-    def flush(self) -> None:
-        """Run the queued work now, oldest first (a cell is about to start)."""
+    def flush(self, keep_keyed: bool = False) -> None:
+        """Run the queued work now (a cell is about to start): unkeyed work first, oldest
+        first, then keyed work, unless ``keep_keyed`` keeps it queued for an idle kernel.
+        Unkeyed work may submit keyed work (the cell message's job queues the insight)."""
         self._cancel_callback()
         while self._jobs:
-            job = self._jobs.pop(0)
+            index = next((i for i, (key, _) in enumerate(self._jobs) if key is None), None)
+            if index is None:
+                if keep_keyed:
+                    break
+                index = 0
+            _, job = self._jobs.pop(index)
             try:
                 job()
             except Exception as exc:
                 self._on_error(exc)
+        if not self._jobs:
+            self._cancel_callback()  # a job may have submitted (and scheduled) more
+        elif self._handle is None:
+            with contextlib.suppress(RuntimeError):
+                self._handle = asyncio.get_running_loop().call_later(self._delay_s, self._fire)
 
     def discard(self) -> None:
         """Drop the queued work (the bridge is being unloaded)."""

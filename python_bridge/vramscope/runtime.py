@@ -265,7 +265,7 @@ class Runtime:
         # the previous cell's message and insight, if its reply left no time for them: done
         # before this cell's starting readings, never inside its measurement
         try:
-            self.after_reply.flush()
+            self.after_reply.flush(keep_keyed=True)  # insight waits for an idle kernel
         except Exception as exc:
             self._internal(exc)
         try:
@@ -312,7 +312,8 @@ class Runtime:
                 {"type": "cell", "record": record, "devices": self.device_infos(after)}
             )
         if self.settings["insight"] and "torch" in sys.modules:
-            self._run_insight()
+            # coalesced: in a Run All of quick cells only the newest insight runs, when idle
+            self.after_reply.submit(self._run_insight, key="insight")
 
     def _run_insight(self) -> None:
         try:

@@ -106,3 +106,41 @@ def test_discard_drops_the_queue() -> None:
 
     asyncio.run(cell())
     assert ran == [] and queue.pending == 0
+
+
+def test_run_all_sends_each_cell_message_and_one_insight_when_idle() -> None:
+    """Quick cells queued back to back: every next cell's pre_run_cell flushes the unkeyed
+    work (the cell message) and keeps the keyed one (insight), which the newest replaces;
+    it runs once, when the kernel is idle."""
+    queue, ran, _ = _queue(delay_s=0.01)
+
+    def cell_message(n: int) -> None:
+        ran.append(f"cell {n}")
+        queue.submit(lambda: ran.append(f"insight {n}"), key="insight")
+
+    async def run_all() -> list[str]:
+        for n in range(1, 4):
+            queue.submit(lambda n=n: cell_message(n))  # cell n's post_run_cell
+            if n < 3:
+                queue.flush(keep_keyed=True)  # cell n+1's pre_run_cell
+                assert queue.pending == 1  # the newest insight, waiting
+        seen = list(ran)
+        await asyncio.sleep(0.05)  # idle: the callback fires
+        return seen
+
+    assert asyncio.run(run_all()) == ["cell 1", "cell 2"]
+    assert ran == ["cell 1", "cell 2", "cell 3", "insight 3"]
+    assert queue.pending == 0
+
+
+def test_kept_keyed_work_runs_after_the_delay_without_another_submit() -> None:
+    queue, ran, _ = _queue(delay_s=0.01)
+
+    async def cell() -> None:
+        queue.submit(lambda: ran.append("insight"), key="insight")
+        queue.flush(keep_keyed=True)
+        assert ran == [] and queue.pending == 1
+        await asyncio.sleep(0.05)
+
+    asyncio.run(cell())
+    assert ran == ["insight"]

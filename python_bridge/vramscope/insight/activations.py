@@ -193,6 +193,7 @@ class ActivationTracker:
         self._cell = (cell_id, execution_count)
         self._forwards = 0
         self._measured_in_cell.clear()
+        self.reset_stack()  # per-cell exclusions: weights swapped in since are re-read
         if self._enabled and threading.get_ident() == self._thread:
             self._arm()
 
