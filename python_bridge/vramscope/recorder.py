@@ -17,7 +17,13 @@ from .protocol import CellRecord, DeviceDelta, DeviceSample
 
 CODE_HEAD_CHARS = 120
 MAX_CELLS = 10_000
-_OOM_MARKERS = ("out of memory", "can't allocate memory", "cannot allocate memory")
+_OOM_MARKERS = (
+    "out of memory",
+    "can't allocate memory",
+    "cannot allocate memory",
+    "not enough memory",  # torch's CPU allocator on Windows
+    "storage size calculation overflowed",  # a size no allocator can give (torch.empty(2**62))
+)
 
 
 def is_oom(exc: BaseException | None) -> bool:

@@ -20,6 +20,7 @@ from .bridge import Bridge
 from .devices import CpuDevice, Device, accelerator_devices
 from .estimator import ActivationMemo
 from .estimator.entry import handle_request as estimate_request
+from .hookguard import restore_hooks, restored_notice
 from .insight_link import InsightLink
 from .processes.service import ProcessesService
 from .protocol import (
@@ -100,6 +101,7 @@ class Runtime:
         """Register hooks, comm target, sampler and exit handler (idempotent)."""
         with self._lock:
             if self._installed_on is shell:
+                self._guard_hooks(drop_started=True)  # put back hooks user code removed
                 return
             if self._installed_on is not None:
                 self._uninstall_locked()
@@ -107,6 +109,7 @@ class Runtime:
             self.insight = InsightLink(shell, self.device_reading)
             shell.events.register("pre_run_cell", self._pre_run_cell)
             shell.events.register("post_run_cell", self._post_run_cell)
+            shell.events.register("post_execute", self._post_execute)
             self._installed_on = shell
             self.bridge.register()
             self._refresh_devices()
@@ -124,6 +127,7 @@ class Runtime:
             for event, hook in (
                 ("pre_run_cell", self._pre_run_cell),
                 ("post_run_cell", self._post_run_cell),
+                ("post_execute", self._post_execute),
             ):
                 with contextlib.suppress(ValueError):
                     shell.events.unregister(event, hook)
@@ -262,6 +266,7 @@ class Runtime:
     # --- IPython events (never raise) -----------------------------------------------------
 
     def _pre_run_cell(self, info: Any) -> None:
+        self._guard_hooks(drop_started=True)
         # the previous cell's message and insight, if its reply left no time for them: done
         # before this cell's starting readings, never inside its measurement
         try:
@@ -292,6 +297,24 @@ class Runtime:
             self.recorder.post_run_cell(result)
         except Exception as exc:
             self._internal(exc)
+        self._guard_hooks()
+
+    def _post_execute(self) -> None:
+        self._guard_hooks()  # also after silent executions; runs before post_run_cell
+
+    def _guard_hooks(self, drop_started: bool = False) -> None:
+        """Put back a hook that user code removed (vramscope.hookguard), with a notice."""
+        hooks = {
+            "pre_run_cell": self._pre_run_cell,
+            "post_run_cell": self._post_run_cell,
+            "post_execute": self._post_execute,
+        }
+        restored = restore_hooks(self._installed_on, hooks)
+        if drop_started and "post_run_cell" in restored:
+            self.recorder.drop_pending()  # the started cell's end event never came
+        if restored:
+            lost = drop_started and "post_run_cell" in restored
+            self.bridge.broadcast(notice_message("warning", restored_notice(restored, lost)))
 
     def _after_cell(self, record: CellRecord, after: dict[str, DeviceSample]) -> None:
         """The recorder's ``on_record``: publishing waits for the execute reply."""
