@@ -42,13 +42,17 @@ export function savingText(p: IPredicted, units: Units): string {
   return parts.join(' · ');
 }
 
-/** A cost factor in words: 1.3 -> "×1.30 time". */
-function costText(cost: ISuggestion['cost']): string {
-  const factor =
-    cost.factor !== null && Number.isFinite(cost.factor)
-      ? ` (×${cost.factor.toFixed(2)} time)`
-      : '';
-  return `${cost.text}${factor}`;
+/** The cost in words, with its factor unless the words already give it ("~1.33x"). */
+export function costText(cost: ISuggestion['cost']): string {
+  const factor = cost.factor;
+  if (
+    factor === null ||
+    !Number.isFinite(factor) ||
+    /\d\s*[x×]/.test(cost.text)
+  ) {
+    return cost.text;
+  }
+  return `${cost.text} (×${factor.toFixed(2)} time)`;
 }
 
 function button(
@@ -77,9 +81,9 @@ export function suggestionCard(
   card.dataset.savingBytes = String(s.predicted.saving_bytes);
   const title = h('div', 'vramscope-Optimize-title');
   title.append(
+    h('span', 'vramscope-Optimize-kind', s.kind),
     h('span', 'vramscope-Optimize-rank', `${rank}.`),
-    h('span', 'vramscope-Optimize-name', s.title),
-    h('span', 'vramscope-Optimize-kind', s.kind)
+    h('span', 'vramscope-Optimize-name', s.title)
   );
   const saving = h(
     'div',
@@ -162,6 +166,9 @@ export function outcomeCard(o: IOutcome, units: Units): HTMLElement {
   card.dataset.id = o.suggestion_id;
   card.dataset.technique = o.technique;
   card.classList.toggle('vramscope-mod-missed', o.missed);
+  if (o.miss_fraction !== null) {
+    card.dataset.missFraction = String(o.miss_fraction);
+  }
   card.appendChild(h('div', 'vramscope-Optimize-title', o.title));
   const m = measuredSavings(o);
   const bytes = (v: number | null) =>
@@ -175,32 +182,35 @@ export function outcomeCard(o: IOutcome, units: Units): HTMLElement {
   const row = (
     key: string,
     label: string,
-    predicted: string,
+    predicted: number | null | undefined,
     measured: string,
     value: number | null
   ) => {
     const tr = body.insertRow();
     tr.dataset.key = key;
+    if (predicted !== null && predicted !== undefined) {
+      tr.dataset.predicted = String(predicted);
+    }
     if (value !== null) {
       tr.dataset.measured = String(value);
     }
     tr.append(
       h('th', '', label),
-      h('td', '', predicted),
+      h('td', '', predicted === undefined ? '' : bytes(predicted)),
       h('td', '', measured)
     );
   };
   row(
     'activations',
     'Saved activations',
-    bytes(o.predicted.saving_bytes),
+    o.predicted.saving_bytes,
     bytes(m.activations),
     m.activations
   );
   row(
     'step_peak',
     'Step peak saving',
-    bytes(o.predicted.step_peak_saving_bytes),
+    o.predicted.step_peak_saving_bytes,
     bytes(m.stepPeak),
     m.stepPeak
   );
@@ -209,7 +219,7 @@ export function outcomeCard(o: IOutcome, units: Units): HTMLElement {
       ? `${formatDuration(o.before.duration_s)} → ${formatDuration(o.after.duration_s)}` +
         (m.durationRatio !== null ? ` (×${m.durationRatio.toFixed(2)})` : '')
       : '–';
-  row('duration', 'Cell duration', '', duration, m.durationRatio);
+  row('duration', 'Cell duration', undefined, duration, m.durationRatio);
   card.appendChild(table);
   card.appendChild(h('div', 'vramscope-Optimize-verdict', verdict(o)));
   return card;

@@ -16,7 +16,12 @@ import type {
   ISuggestion,
   KernelMessage
 } from '../../src/protocol';
-import { measuredSavings, savingText, verdict } from '../../src/optimize/cards';
+import {
+  costText,
+  measuredSavings,
+  savingText,
+  verdict
+} from '../../src/optimize/cards';
 import {
   FINDER_KEY,
   INotebookLike,
@@ -451,6 +456,16 @@ describe('cards', () => {
     expect(savingText(suggestion({}).predicted, 'binary')).toBe(
       'saves 30.0 MiB (75%) · activations 40.0 MiB → 10.0 MiB · step peak −28.0 MiB'
     );
+  });
+
+  it('gives the cost factor once', () => {
+    expect(costText({ text: 'one extra forward', factor: 1.33 })).toBe(
+      'one extra forward (×1.33 time)'
+    );
+    expect(
+      costText({ text: 'one extra forward (~1.33x step time)', factor: 1.33 })
+    ).toBe('one extra forward (~1.33x step time)');
+    expect(costText({ text: 'none', factor: null })).toBe('none');
   });
 
   it('measures savings from before/after and says when a prediction missed', () => {
