@@ -12,14 +12,26 @@ from .devices import CpuDevice, Device
 from .protocol import KernelInfo
 
 
+def torch_blocked() -> bool:
+    """``sys.modules['torch'] = None``: every ``import torch`` in this process fails."""
+    return "torch" in sys.modules and sys.modules["torch"] is None
+
+
 def torch_installed() -> bool:
-    return "torch" in sys.modules or importlib.util.find_spec("torch") is not None
+    if "torch" in sys.modules:
+        return not torch_blocked()
+    try:
+        return importlib.util.find_spec("torch") is not None
+    except (ImportError, ValueError):  # a finder that refuses torch, a broken install
+        return False
 
 
 def torch_version() -> str | None:
     torch = sys.modules.get("torch")
     if torch is not None:
         return str(getattr(torch, "__version__", "")) or None
+    if not torch_installed():
+        return None
     try:
         return metadata.version("torch")
     except metadata.PackageNotFoundError:
