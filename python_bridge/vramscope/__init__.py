@@ -18,9 +18,11 @@ from .runtime import get_runtime
 __all__ = [
     "PROTOCOL_VERSION",
     "__version__",
+    "advise",
     "attach",
     "estimate",
     "export",
+    "find_batch_size",
     "load_ipython_extension",
     "session_report",
     "settings",
@@ -143,6 +145,42 @@ def attach(address: str | None = None, token: str | None = None, hz: float | Non
     from .processes.reporter import attach as start_reporting
 
     return start_reporting(address, token, hz)
+
+
+def advise(model: Any = None) -> dict[str, Any]:
+    """Ranked suggestions to save memory, from what vramscope measured (docs: README "Optimize").
+
+    ``model``: a module or its namespace name (default: the watched or largest model). Returns
+    the protocol's ``Advice`` dict: ``suggestions`` (each with ``predicted`` bytes, ``cost``
+    and a ``code`` cell in your names that runs without vramscope), ``mistakes``, and
+    ``outcomes`` (predicted vs measured for suggestions you applied). Never raises.
+    """
+    runtime = get_runtime()
+    if model is not None and not isinstance(model, str):
+        ns = getattr(runtime.shell, "user_ns", None) or {}
+        model = next((k for k, v in ns.items() if v is model and not k.startswith("_")), None)
+    return dict(runtime.optimize.advise(model))
+
+
+def find_batch_size(
+    step_fn: Any,
+    budget: Any = None,
+    margin: float = 0.1,
+    target_batch: int | None = None,
+    **options: Any,
+) -> dict[str, Any]:
+    """The largest batch size whose training step fits ``budget`` (bytes or e.g. ``"6GiB"``).
+
+    ``step_fn(batch_size)`` runs one full training step. On CUDA the budget defaults to the
+    free device memory; elsewhere it is required. ``margin`` is kept free (10%). Returns
+    ``batch_size``, ``peaks`` (measured peak bytes per size tried), ``tried`` and the
+    ``accumulation_steps`` that reach ``target_batch``. The model and optimizer the step uses
+    (or ``model=``/``optimizer=``) are restored after every trial. Progress goes to the panel.
+    """
+    from .optimize.finder import find_batch_size as find
+
+    publish = get_runtime().optimize.publish_search
+    return find(step_fn, budget, margin, target_batch, publish=publish, **options)
 
 
 def _running_shell() -> Any:

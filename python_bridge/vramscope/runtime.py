@@ -22,6 +22,7 @@ from .estimator import ActivationMemo
 from .estimator.entry import handle_request as estimate_request
 from .hookguard import restore_hooks, restored_notice
 from .insight_link import InsightLink
+from .optimize.link import OptimizeLink
 from .processes.service import ProcessesService
 from .protocol import (
     MAX_CLIENT_ERROR_CHARS,
@@ -63,6 +64,7 @@ class Runtime:
                 "clear_history": lambda _p: {"cleared": self.clear_history()},
                 "report_error": lambda p: {"kept": self.report_client_error(p)},
                 "get_samples": lambda p: {"samples": self.samples_since(p.get("since"))},
+                "get_advice": lambda p: {"advice": self.optimize.advise(p.get("model"))},
                 "get_processes": lambda _p: self.processes.message(history=True),
                 "estimate": lambda p: estimate_request(p, self.user_ns(), self.activation_memo),
                 "export_report": lambda p: self.export_report(p),
@@ -81,6 +83,7 @@ class Runtime:
             busy=lambda: self.recorder.running, on_error=lambda exc: self._internal(exc)
         )
         self.insight = InsightLink(shell, self.device_reading)
+        self.optimize = OptimizeLink(self)  # advice: idle until asked for
         #: the watched models' measured saved-for-backward bytes, for the estimator
         self.activation_memo = ActivationMemo()
         #: child processes and ranks reporting to this kernel (vramscope.processes)
@@ -327,6 +330,7 @@ class Runtime:
         self.after_reply.submit(lambda: self._publish_cell(record, after))
 
     def _publish_cell(self, record: CellRecord, after: dict[str, DeviceSample]) -> None:
+        self.optimize.after_cell(record)  # one append unless advice was asked for
         if self._refresh_devices():
             # Once, when torch is first seen imported: new devices and/or new warnings.
             self.bridge.broadcast(self.devices_message())
@@ -347,6 +351,7 @@ class Runtime:
         if result is None:
             return
         self.activation_memo.observe(result)
+        self.optimize.after_insight(result)
         self.bridge.broadcast({"type": "insight", "insight": cast(Insight, result)})
         if result.get("skipped"):
             self.bridge.broadcast(notice_message("info", f"model insight: {result['skipped']}"))

@@ -1,0 +1,157 @@
+"""The advisor: ranked suggestions, mistakes and outcomes for the user's model.
+
+:class:`Advisor` is the kernel's one instance (``Runtime.optimize``). Until advice is asked
+for, its per-cell work is one deque append (:meth:`Advisor.after_cell`). ``advise`` never
+raises: a failure becomes a note in an otherwise empty Advice.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any, Callable
+
+from .names import CellSource, is_training_source
+from .outcomes import CellLog, CellRun
+from .schema import Advice, Suggestion
+
+SourceFn = Callable[[int | None], str]
+
+
+def empty_advice(note: str | None = None) -> Advice:
+    return {
+        "model": None,
+        "training_cell": None,
+        "names": {"model": None, "optimizer": None, "loss_fn": None, "data": None, "batch": None},
+        "suggestions": [],
+        "mistakes": [],
+        "outcomes": [],
+        "notes": [note] if note else [],
+        "finder_code": None,
+        "compute_ms": 0.0,
+    }
+
+
+def rank(suggestions: list[Suggestion]) -> list[Suggestion]:
+    """Largest predicted saving at the step's peak (else of bytes) first; ties: the cheaper
+    (lower cost factor) first."""
+
+    def key(s: Suggestion) -> tuple[int, float, str]:
+        pred = s["predicted"]
+        peak = pred["step_peak_saving_bytes"]
+        return (
+            -(peak if peak is not None else pred["saving_bytes"]),
+            s["cost"]["factor"] or 1.0,
+            s["id"],
+        )
+
+    return sorted(suggestions, key=key)
+
+
+class Advisor:
+    """Args:
+    namespace: the user's namespace (a callable: the shell may change).
+    source_of: an execution count -> that cell's source ("" when unknown).
+    records: the recorded cells (CellRecord dicts), oldest first.
+    last_insight: the latest after-cell Insight (holders), or None.
+    """
+
+    def __init__(
+        self,
+        namespace: Callable[[], dict[str, Any]],
+        source_of: SourceFn,
+        records: Callable[[], list[dict[str, Any]]],
+        last_insight: Callable[[], dict[str, Any] | None],
+    ) -> None:
+        self._ns = namespace
+        self._source_of = source_of
+        self._records = records
+        self._last_insight = last_insight
+        self.log = CellLog()
+
+    # --- per cell ---------------------------------------------------------------------------
+
+    def after_cell(self, record: dict[str, Any]) -> bool:
+        """Keep the cell; True when an applied suggestion's outcome changed."""
+        count = record.get("execution_count")
+        source = self._source_of(count) if self.log.active else ""
+        cell = CellSource(count, record.get("cell_id"), source)
+        return self.log.add(cell, record)
+
+    def after_insight(self, insight: Any) -> bool:
+        """The after-cell insight; True when it completes an outcome (a training run after an
+        applied suggestion)."""
+        return isinstance(insight, dict) and self.log.attach(insight)
+
+    # --- advice -----------------------------------------------------------------------------
+
+    def advise(self, model: str | None = None) -> Advice:
+        start = time.perf_counter()
+        torch = sys.modules.get("torch")
+        if torch is None:
+            return empty_advice("torch is not imported in this kernel: nothing to advise on")
+        try:
+            advice = self._advise(torch, model)
+        except Exception as exc:
+            advice = empty_advice(f"advice failed: {type(exc).__name__}: {exc}")
+        advice["compute_ms"] = round((time.perf_counter() - start) * 1000.0, 3)
+        return advice
+
+    def _cells(self) -> list[CellSource]:
+        cells = []
+        for record in self._records():
+            count = record.get("execution_count")
+            cells.append(CellSource(count, record.get("cell_id"), self._source_of(count)))
+        for run in self.log.recent:
+            if not run.cell.source:
+                run.cell.source = self._source_of(run.cell.execution_count)
+        return cells
+
+    def _training_run(self, cells: list[CellSource]) -> CellRun | None:
+        for cell in reversed(cells):
+            if is_training_source(cell.source):
+                run = self.log.find_run(cell.execution_count)
+                if run is not None and run.record.get("ok", True):
+                    return run
+                if run is None:
+                    return CellRun(cell, {}, None)
+        return self.log.last_training
+
+    def _advise(self, torch: Any, model: str | None) -> Advice:
+        from . import finder_cell, mistakes
+        from .context import build_context
+        from .techniques import accumulation, autocast, checkpointing, simple
+
+        cells = self._cells()
+        training_run = self._training_run(cells)
+        ctx = build_context(torch, self._ns(), cells, training_run, model, self._last_insight())
+        runs = list(self.log.recent)
+        suggestions: list[Suggestion] = []
+        for technique in (checkpointing.suggest, autocast.suggest, accumulation.suggest):
+            suggestions += _safe(technique, ctx)
+        suggestions += _safe(simple.zero_grad, ctx)
+        suggestions += _safe(lambda c: simple.inference_mode(c, runs), ctx)
+        suggestions += _safe(simple.free_holders, ctx)
+        evals = simple.eval_cells(ctx, runs)
+        ranked = rank(suggestions)
+        self.log.activate(training_run if training_run and training_run.record else None, ranked)
+        return {
+            "model": ctx.model_name,
+            "training_cell": ctx.training.ref if ctx.training else None,  # type: ignore[typeddict-item]
+            "names": ctx.names.as_dict(),  # type: ignore[typeddict-item]
+            "suggestions": ranked,
+            "mistakes": mistakes.find(ctx, evals),
+            "outcomes": self.log.outcomes(ctx.device),
+            "notes": ctx.notes,
+            "finder_code": finder_cell.code(ctx),
+            "compute_ms": 0.0,
+        }
+
+
+def _safe(technique: Callable[[Any], list[Suggestion]], ctx: Any) -> list[Suggestion]:
+    try:
+        return technique(ctx)
+    except Exception as exc:  # one technique failing must not hide the others
+        name = getattr(technique, "__module__", "technique").rsplit(".", 1)[-1]
+        ctx.notes.append(f"{name}: failed ({type(exc).__name__}: {exc})")
+        return []

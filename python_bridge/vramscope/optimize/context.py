@@ -1,0 +1,174 @@
+"""What the techniques look at: the model, its measured per-layer saved bytes from the
+training cell's run, the training cell's code and the user's names."""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from typing import Any
+
+from .names import CellSource, Names, StepRegion, find_names, parse, step_region
+from .outcomes import CellRun
+from .peakmodel import Unit
+
+
+@dataclass
+class Context:
+    torch: Any
+    ns: dict[str, Any]
+    model_name: str | None
+    model: Any  # torch.nn.Module | None
+    device: str
+    layers: list[dict[str, Any]]  # insight rows of the training run (the model's layers)
+    holders: list[dict[str, Any]]
+    training: CellSource | None
+    tree: ast.Module | None
+    region: StepRegion | None
+    names: Names
+    batch_size: int | None
+    cells: list[CellSource] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    _grads_seen: bool = False
+
+    def subtree_bytes(self, path: str) -> int:
+        """Peak saved bytes of a module and its descendants during the training run."""
+        prefix = f"{path}." if path else ""
+        return sum(
+            int(row["peak_saved_bytes"])
+            for row in self.layers
+            if row["path"] == path or row["path"].startswith(prefix)
+        )
+
+    def row(self, path: str) -> dict[str, Any] | None:
+        return next((r for r in self.layers if r["path"] == path), None)
+
+    @property
+    def persistent_grads(self) -> bool:
+        """Gradients stay allocated through the forward (zeroed in place, or never)."""
+        src = self.training.source if self.training else ""
+        return "set_to_none=False" in src or "zero_grad(" not in src
+
+    def _grads(self, row: dict[str, Any]) -> int:
+        if self._grads_seen:
+            return int(row.get("grad_bytes", 0))
+        return int(row.get("param_bytes", 0))  # before any backward: all trainable
+
+    def units(self, blocks: dict[str, int] | None = None) -> list[Unit]:
+        """The rows in forward order as peak-model units; ``blocks``: checkpointed block
+        path -> its input bytes (one unit each, its activations recomputed in backward)."""
+        self._grads_seen = any(int(r.get("grad_bytes", 0)) for r in self.layers)
+        blocks = blocks or {}
+        units: list[Unit] = []
+        open_block: tuple[str, Unit] | None = None
+        for row in self.layers:
+            path = row["path"]
+            layer = Unit(kept=int(row["peak_saved_bytes"]), grads=self._grads(row))
+            if open_block and path.startswith(open_block[0] + "."):
+                open_block[1].inner.append(layer)
+                continue
+            if path in blocks:
+                block = Unit(kept=blocks[path], grads=0, inner=[layer])
+                open_block = (path, block)
+                units.append(block)
+                continue
+            units.append(layer)
+        return units
+
+    @property
+    def activation_bytes(self) -> int:
+        return sum(int(r["peak_saved_bytes"]) for r in self.layers)
+
+    def expr(self, path: str) -> str:
+        """Python text reaching submodule ``path`` of the model, in the user's names."""
+        text = self.names.model or self.model_name or "model"
+        for part in path.split(".") if path else []:
+            text += f"[{part}]" if part.isdigit() else f".{part}"
+        return text
+
+
+def model_device(model: Any) -> str:
+    try:
+        device = next(model.parameters()).device
+    except Exception:
+        return "cpu"
+    if device.type == "cuda":
+        return f"cuda:{device.index if device.index is not None else 0}"
+    return str(device.type)
+
+
+def build_context(
+    torch: Any,
+    ns: dict[str, Any],
+    cells: list[CellSource],
+    training_run: CellRun | None,
+    model_name: str | None,
+    fallback_insight: dict[str, Any] | None,
+) -> Context:
+    training = training_run.cell if training_run else None
+    tree = parse(training.source) if training else None
+    region = step_region(tree) if tree is not None else None
+    names = find_names(training.source, tree, ns, torch) if training and tree else Names()
+    insight = training_run.insight if training_run and training_run.insight else None
+    notes: list[str] = []
+    if model_name is None:
+        model_name = (insight or {}).get("model") or (names.model if names.model else None)
+    model = _lookup(ns, model_name, torch)
+    if model is None and model_name is None:
+        model_name, model = _largest(ns, torch)
+    layers: list[dict[str, Any]] = []
+    if insight is not None and insight.get("model") == model_name:
+        layers = [dict(r) for r in insight.get("layers", ())]
+    elif training is None:
+        notes.append(
+            "no training cell recorded yet (a cell calling .backward() and .step()): run it "
+            "once with vramscope loaded to get predictions"
+        )
+    else:
+        notes.append(
+            f"the training cell [{training.execution_count}] was not measured for "
+            f"{model_name!r}: run it again with vramscope loaded to get predictions"
+        )
+    holders = list((fallback_insight or insight or {}).get("holders", ()))
+    if names.model is None and model_name is not None:
+        names.model = model_name
+    from .names import batch_size_of
+
+    return Context(
+        torch=torch,
+        ns=ns,
+        model_name=model_name,
+        model=model,
+        device=model_device(model) if model is not None else "cpu",
+        layers=layers,
+        holders=holders,
+        training=training,
+        tree=tree,
+        region=region,
+        names=names,
+        batch_size=batch_size_of(names, ns, torch),
+        cells=cells,
+        notes=notes,
+    )
+
+
+def _lookup(ns: dict[str, Any], name: str | None, torch: Any) -> Any:
+    if not name:
+        return None
+    tree = parse(name)
+    if tree is None or len(tree.body) != 1 or not isinstance(tree.body[0], ast.Expr):
+        return None
+    from .names import resolve
+
+    obj = resolve(tree.body[0].value, ns)
+    return obj if isinstance(obj, torch.nn.Module) else None
+
+
+def _largest(ns: dict[str, Any], torch: Any) -> tuple[str | None, Any]:
+    best: tuple[int, str | None, Any] = (-1, None, None)
+    for name, value in list(ns.items()):
+        if name.startswith("_") or not isinstance(value, torch.nn.Module):
+            continue
+        size = sum(p.numel() for p in value.parameters())
+        if size > best[0]:
+            best = (size, name, value)
+    return best[1], best[2]

@@ -1,0 +1,64 @@
+"""The runtime's side of Optimize: the ``get_advice`` request, the ``advice`` message after a
+cell whose outcome changed, and ``batch_search`` progress. Never raises into the kernel."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .advisor import Advisor, empty_advice
+from .schema import Advice, BatchSearch
+
+
+class OptimizeLink:
+    def __init__(self, runtime: Any) -> None:
+        self._runtime = runtime
+        self.advisor = Advisor(
+            namespace=self._namespace,
+            source_of=self._source_of,
+            records=lambda: list(runtime.recorder.records),
+            last_insight=lambda: runtime.insight.last,
+        )
+        self._model: str | None = None  # the last model advice was asked for
+
+    def _namespace(self) -> dict[str, Any]:
+        ns = getattr(self._runtime.shell, "user_ns", None)
+        return ns if isinstance(ns, dict) else {}
+
+    def _source_of(self, count: int | None) -> str:
+        history = self._namespace().get("In")
+        if isinstance(count, int) and isinstance(history, list) and 0 <= count < len(history):
+            source = history[count]
+            return source if isinstance(source, str) else ""
+        return ""
+
+    def advise(self, model: str | None = None) -> Advice:
+        if model is not None:
+            self._model = model
+        try:
+            # the last cells' queued insight first: it measured the training cell
+            self._runtime.after_reply.flush()
+        except Exception as exc:
+            self._runtime._internal(exc)
+        try:
+            return self.advisor.advise(self._model)
+        except Exception as exc:  # advise() catches its own; a last guard
+            return empty_advice(f"advice failed: {type(exc).__name__}: {exc}")
+
+    def after_cell(self, record: Any) -> None:
+        """Per cell: keep it; re-send the advice when a marked cell ran."""
+        self._guarded(lambda: self.advisor.after_cell(record))
+
+    def after_insight(self, insight: Any) -> None:
+        """Per after-cell insight: re-send the advice when it completes an outcome."""
+        self._guarded(lambda: self.advisor.after_insight(insight))
+
+    def _guarded(self, step: Any) -> None:
+        runtime = self._runtime
+        try:
+            if step() and runtime.bridge.has_streams:
+                runtime.bridge.broadcast({"type": "advice", "advice": self.advise()})
+        except Exception as exc:
+            runtime._internal(exc, "optimize failed")
+
+    def publish_search(self, search: BatchSearch) -> None:
+        self._runtime.bridge.broadcast({"type": "batch_search", "search": search})

@@ -1,0 +1,146 @@
+"""Mistakes seen in real training code, found in the recorded cells and the holders scan."""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from .context import Context
+from .names import CellSource, is_training_source, parse
+from .schema import Mistake
+
+_CUDA_AMP = re.compile(r"torch\.cuda\.amp\.(autocast|GradScaler)\(")
+
+
+def _mistake(mid: str, title: str, why: str, fix: str | None, cell: CellSource | None) -> Mistake:
+    return {
+        "id": mid,
+        "title": title,
+        "why": why,
+        "fix_code": fix,
+        "cell_id": cell.cell_id if cell else None,
+        "execution_count": cell.execution_count if cell else None,
+    }
+
+
+def reentrant_checkpoint(cell: CellSource, tree: ast.Module) -> Mistake | None:
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        if name not in ("checkpoint", "checkpoint_sequential"):
+            continue
+        reentrant = next((kw.value for kw in node.keywords if kw.arg == "use_reentrant"), None)
+        if isinstance(reentrant, ast.Constant) and reentrant.value is False:
+            continue
+        call = ast.get_source_segment(cell.source, node) or f"{name}(...)"
+        fixed = call[:-1].rstrip().rstrip(",") + ", use_reentrant=False)"
+        fixed = fixed.replace("use_reentrant=True, ", "").replace(", use_reentrant=True", "")
+        return _mistake(
+            f"reentrant_checkpoint:{cell.execution_count}",
+            f"Reentrant {name}() in cell [{cell.execution_count}]",
+            "the reentrant checkpoint gives the checkpointed layers no gradients when its "
+            "input does not require grad (e.g. the first layers' input): they silently stop "
+            "learning. The non-reentrant form has no such limit.",
+            fixed,
+            cell,
+        )
+    return None
+
+
+def cuda_amp(cell: CellSource) -> Mistake | None:
+    match = _CUDA_AMP.search(cell.source)
+    if match is None:
+        return None
+    what = match.group(1)
+    fix = 'torch.autocast("cuda", dtype=torch.float16)' if what == "autocast" else ""
+    fix = fix or 'torch.amp.GradScaler("cuda")'
+    return _mistake(
+        f"cuda_amp:{cell.execution_count}",
+        f"Deprecated torch.cuda.amp.{what} in cell [{cell.execution_count}]",
+        f"torch.cuda.amp.{what} is deprecated; use the device-generic torch.amp API",
+        fix,
+        cell,
+    )
+
+
+def missing_zero_grad(ctx: Context) -> Mistake | None:
+    cell = ctx.training
+    if cell is None or ctx.region is None or ctx.region.loop is None:
+        return None
+    if "zero_grad(" in cell.source or ".grad = None" in cell.source:
+        return None
+    opt = ctx.names.optimizer or "optimizer"
+    return _mistake(
+        "zero_grad_missing",
+        f"zero_grad() is never called in training cell [{cell.execution_count}]",
+        "the loop calls .backward() and .step() but never clears the gradients: each step "
+        "adds its gradients to all the previous ones (unless you accumulate on purpose)",
+        f"{opt}.zero_grad(set_to_none=True)  # first line of the loop body",
+        cell,
+    )
+
+
+def kept_graphs(ctx: Context) -> list[Mistake]:
+    out = []
+    for holder in ctx.holders:
+        if holder.get("kind") != "graph_retention":
+            continue
+        name = str(holder.get("name", ""))
+        cell = _appending_cell(ctx.cells, name)
+        fix = None
+        if cell is not None:
+            fix = re.sub(
+                rf"\b{re.escape(name)}\.append\((\w+)\)", rf"{name}.append(\1.item())", cell.source
+            )
+        out.append(
+            _mistake(
+                f"kept_graph:{name}",
+                f"`{name}` keeps a loss or output with its graph across steps",
+                str(holder.get("explanation", "")),
+                fix if fix != (cell.source if cell else None) else str(holder.get("fix", "")),
+                cell,
+            )
+        )
+    return out
+
+
+def _appending_cell(cells: list[CellSource], name: str) -> CellSource | None:
+    for cell in reversed(cells):
+        if f"{name}.append(" in cell.source:
+            return cell
+    return None
+
+
+def eval_with_grad(ctx: Context, evals: list[tuple[CellSource, int]]) -> list[Mistake]:
+    return [
+        _mistake(
+            f"eval_with_grad:{cell.execution_count}",
+            f"Evaluation with autograd on in cell [{cell.execution_count}]",
+            f"the cell runs the model without .backward(), but autograd still saved "
+            f"{saved / 2**20:.1f} MiB of activations for it",
+            "with torch.inference_mode():  # around the evaluation",
+            cell,
+        )
+        for cell, saved in evals
+    ]
+
+
+def find(ctx: Context, evals: list[tuple[CellSource, int]]) -> list[Mistake]:
+    found: list[Mistake] = []
+    for cell in ctx.cells:
+        tree = parse(cell.source) if "checkpoint" in cell.source else None
+        m = reentrant_checkpoint(cell, tree) if tree is not None else None
+        for item in (m, cuda_amp(cell)):
+            if item is not None and item["id"] not in {f["id"] for f in found}:
+                found.append(item)
+    zero = missing_zero_grad(ctx)
+    if zero is not None:
+        found.append(zero)
+    found.extend(kept_graphs(ctx))
+    found.extend(eval_with_grad(ctx, evals))
+    return found
+
+
+__all__ = ["find", "is_training_source"]

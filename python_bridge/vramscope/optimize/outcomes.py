@@ -1,0 +1,139 @@
+"""Predicted vs measured: what each training-cell run measured, and, for every applied
+suggestion (a cell carrying its ``# vramscope: <id>`` marker ran), the run before and after.
+
+Per cell, before advice was ever asked for, :meth:`CellLog.add` only appends a tuple of
+references to a short deque: nothing is computed. Once active, a cell's source is checked
+for the training-cell pattern and for markers (a substring test).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .names import CellSource, is_training_source, marker_ids
+from .schema import Measured, Outcome, Predicted
+
+#: A measured saving further than this from the prediction is flagged as missed.
+MISS_LIMIT = 0.2
+KEEP_CELLS = 32
+
+
+@dataclass
+class CellRun:
+    """One recorded cell with the insight that followed it (references, computed later)."""
+
+    cell: CellSource
+    record: dict[str, Any]
+    insight: dict[str, Any] | None
+
+
+def activation_bytes(insight: dict[str, Any] | None) -> int:
+    """The watched model's saved activations at their peak during the cell (sum of rows)."""
+    if not insight:
+        return 0
+    return sum(int(row.get("peak_saved_bytes", 0)) for row in insight.get("layers", ()))
+
+
+def measured(run: CellRun, device: str) -> Measured:
+    deltas = run.record.get("devices", {})
+    delta = deltas.get(device) or next(iter(deltas.values()), None) or {}
+    return {
+        "activation_bytes": activation_bytes(run.insight),
+        "step_peak_bytes": int(delta.get("peak_delta_bytes", 0)),
+        "duration_s": float(run.record.get("duration", 0.0)),
+        "cell_id": run.cell.cell_id,
+        "execution_count": run.cell.execution_count,
+    }
+
+
+@dataclass
+class Applied:
+    suggestion: dict[str, Any]
+    before: CellRun | None
+    after: CellRun | None = None
+
+
+class CellLog:
+    """Recent cells (always, as references) and the outcomes (once advice is active)."""
+
+    def __init__(self) -> None:
+        self.recent: deque[CellRun] = deque(maxlen=KEEP_CELLS)
+        self.active = False
+        self.last_training: CellRun | None = None
+        self.offered: dict[str, dict[str, Any]] = {}  # suggestion id -> the suggestion
+        self.applied: dict[str, Applied] = {}
+
+    def add(self, cell: CellSource, record: dict[str, Any]) -> bool:
+        """Keep one cell; True when an outcome changed (a marked cell ran)."""
+        run = CellRun(cell, record, None)
+        self.recent.append(run)
+        if not self.active:
+            return False
+        changed = False
+        for sid in marker_ids(cell.source):
+            suggestion = self.offered.get(sid)
+            if suggestion is not None:
+                self.applied[sid] = Applied(suggestion, self.last_training)
+                changed = True
+        if is_training_source(cell.source) and record.get("ok", True):
+            for applied in self.applied.values():
+                if applied.after is None:
+                    applied.after = run
+            self.last_training = run
+        return changed
+
+    def attach(self, insight: dict[str, Any]) -> bool:
+        """The insight that followed the newest cells (it may cover several: coalesced).
+
+        True when it completes an applied suggestion's "after" run.
+        """
+        completed = False
+        for run in reversed(self.recent):
+            if run.insight is not None:
+                break
+            run.insight = insight
+            completed = completed or any(a.after is run for a in self.applied.values())
+        return completed
+
+    def activate(self, training: CellRun | None, suggestions: Sequence[Any]) -> None:
+        self.active = True
+        if training is not None and self.last_training is None:
+            self.last_training = training
+        for s in suggestions:
+            self.offered[s["id"]] = s
+
+    def find_run(self, execution_count: int | None) -> CellRun | None:
+        for run in reversed(self.recent):
+            if run.cell.execution_count == execution_count:
+                return run
+        return None
+
+    def outcomes(self, device: str) -> list[Outcome]:
+        return [outcome(sid, a, device) for sid, a in self.applied.items()]
+
+
+def outcome(sid: str, applied: Applied, device: str) -> Outcome:
+    s = applied.suggestion
+    predicted: Predicted = s["predicted"]
+    before = measured(applied.before, device) if applied.before else None
+    after = measured(applied.after, device) if applied.after else None
+    miss: float | None = None
+    if before is not None and after is not None:
+        # the same instrument before and after: the model's saved activations at their peak
+        want = predicted["saving_bytes"]
+        got = before["activation_bytes"] - after["activation_bytes"]
+        if want and predicted["activation_bytes_before"] is not None:
+            miss = round(abs(got - want) / want, 4)
+    return {
+        "suggestion_id": sid,
+        "technique": s["technique"],
+        "title": s["title"],
+        "predicted": predicted,
+        "before": before,
+        "after": after,
+        "miss_fraction": miss,
+        "missed": miss is not None and miss > MISS_LIMIT,
+    }

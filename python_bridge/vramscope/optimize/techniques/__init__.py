@@ -1,0 +1,1 @@
+"""One module per technique; each ``suggest(ctx)`` returns the suggestions that apply."""

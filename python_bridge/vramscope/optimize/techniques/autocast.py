@@ -1,0 +1,148 @@
+"""Mixed precision: autocast around the forward and the loss (``torch.autocast``).
+
+bf16 where it is supported (CPU; CUDA capability >= 8.0), fp16 with ``torch.amp.GradScaler``
+otherwise. The prediction walks the training run's per-layer saved bytes: what layers that
+autocast lowers (matmuls, convolutions) and the element-wise layers after them save is
+halved; normalisation/softmax layers and saves outside any module stay float32; each lowered
+layer also saves a half-precision copy of its weight.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..codegen import CannotRewrite, rewrite_autocast
+from ..context import Context
+from ..schema import Suggestion, SuggestionKind
+from .base import mib, predicted, suggestion
+from .template import template
+
+LOWERED = {
+    "Linear",
+    "NonDynamicallyQuantizableLinear",
+    "LazyLinear",
+    "Bilinear",
+    "Conv1d",
+    "Conv2d",
+    "Conv3d",
+    "ConvTranspose1d",
+    "ConvTranspose2d",
+    "ConvTranspose3d",
+    "Conv1D",  # Hugging Face GPT-2 (addmm)
+    "MultiheadAttention",
+}
+KEPT_FP32 = {
+    "LayerNorm",
+    "GroupNorm",
+    "RMSNorm",
+    "BatchNorm1d",
+    "BatchNorm2d",
+    "BatchNorm3d",
+    "Softmax",
+    "LogSoftmax",
+    "Embedding",
+    "CrossEntropyLoss",
+    "NLLLoss",
+    "MSELoss",
+    "",
+}
+COST = ("usually faster; small numeric differences (bf16 keeps float32's range)", None)
+
+
+def precision(ctx: Context) -> tuple[str, str, bool] | None:
+    """``(device_type, dtype expression, needs GradScaler)`` for the model's device."""
+    torch = ctx.torch
+    if ctx.device == "cpu":
+        return "cpu", "torch.bfloat16", False
+    if ctx.device.startswith("cuda"):
+        try:
+            major, _ = torch.cuda.get_device_capability(ctx.device)
+        except Exception:
+            return None
+        if major >= 8:
+            return "cuda", "torch.bfloat16", False
+        return "cuda", "torch.float16", True
+    return None
+
+
+def predict(ctx: Context) -> tuple[int, int, list[str]]:
+    """(before, after, facts) from the per-layer rows."""
+    before = after = lowered = weights = 0
+    for row in ctx.layers:
+        saved = int(row["peak_saved_bytes"])
+        before += saved
+        kind = row["type"] if row["path"] != "<other>" else ""
+        if kind in KEPT_FP32:
+            after += saved
+            continue
+        after += saved // 2
+        lowered += saved
+        if kind in LOWERED and saved:
+            weights += int(row["param_bytes"]) // 2
+    after += weights
+    facts = [
+        f"{mib(lowered)} of the {mib(before)} saved by the model's layers in training cell "
+        f"[{ctx.training.execution_count if ctx.training else '?'}] are float32 tensors "
+        "of layers that autocast runs in 16 bits (or that follow them)",
+    ]
+    if weights:
+        facts.append(f"autocast saves 16-bit copies of the weights it casts: +{mib(weights)}")
+    return before, after, facts
+
+
+def _param_dtype(model: Any) -> Any:
+    try:
+        return next(model.parameters()).dtype
+    except Exception:
+        return None
+
+
+def suggest(ctx: Context) -> list[Suggestion]:
+    if not ctx.layers or ctx.model is None or ctx.training is None:
+        return []
+    if "autocast(" in ctx.training.source or ".amp." in ctx.training.source:
+        ctx.notes.append("mixed precision: the training cell already uses autocast")
+        return []
+    if _param_dtype(ctx.model) != ctx.torch.float32:
+        return []
+    chosen = precision(ctx)
+    if chosen is None:
+        ctx.notes.append(f"mixed precision: not offered for device {ctx.device}")
+        return []
+    device_type, dtype, scaler = chosen
+    before, after, why = predict(ctx)
+    if after >= before:
+        ctx.notes.append("mixed precision: the measured layers would not save less with it")
+        return []
+    sid = "autocast:fp16" if scaler else "autocast:bf16"
+    short = "fp16 + GradScaler" if scaler else "bf16"
+    try:
+        if ctx.region is None:
+            raise CannotRewrite("no `<loss>.backward()` statement found")
+        code = rewrite_autocast(ctx.training.source, ctx.region, device_type, dtype, scaler)
+        code = (
+            f"# vramscope: {sid}\n"
+            f"# Your training cell with {short} autocast around the forward and the loss.\n"
+            f"import torch\n{code}"
+        )
+        kind: SuggestionKind = "rewrite"
+    except CannotRewrite as err:
+        step = [
+            "{opt}.zero_grad()",
+            f'with torch.autocast(device_type="{device_type}", dtype={dtype}):',
+            "    output = {model}({batch})",
+            "    loss = {loss}",
+        ]
+        if scaler:
+            step += ["scaler.scale(loss).backward()", "scaler.step({opt})", "scaler.update()"]
+        else:
+            step += ["loss.backward()", "{opt}.step()"]
+        setup = f'scaler = torch.amp.GradScaler("{device_type}")\n' if scaler else ""
+        code = template(ctx, sid, str(err), step, setup)
+        kind = "template"
+    title = f"Mixed precision: {short} autocast on {ctx.device}"
+    pred = predicted(before, after, before - after, None)
+    cost = (
+        COST if not scaler else ("faster on tensor cores; GradScaler guards fp16 underflow", None)
+    )
+    return [suggestion(sid, "autocast", title, why, pred, cost, kind, code, None, ctx.training.ref)]

@@ -1,0 +1,175 @@
+"""Small techniques: ``zero_grad(set_to_none=True)``, evaluation under
+``torch.inference_mode()``, and freeing what the holders scan found."""
+
+from __future__ import annotations
+
+import ast
+
+from ..codegen import CannotRewrite, replace_call_kwarg, wrap_all
+from ..context import Context
+from ..names import CellSource, is_training_source, parse
+from ..outcomes import CellRun, activation_bytes
+from ..schema import Suggestion
+from .base import mib, predicted, suggestion
+
+FREE_CELLS = {
+    "output_cache": (
+        "IPython's output cache (Out, _, _N)",
+        'get_ipython().run_line_magic("reset", "-f out")  # drop IPython\'s output cache\n',
+    ),
+    "traceback": (
+        "the last error's traceback",
+        "import sys\n\n"
+        "sys.last_traceback = sys.last_value = None  # the frames keep their locals alive\n"
+        'if hasattr(sys, "last_exc"):\n'
+        "    sys.last_exc = None\n"
+        "get_ipython().InteractiveTB.tb = None\n",
+    ),
+}
+
+
+def _grad_bytes(ctx: Context) -> int:
+    return sum(int(r.get("grad_bytes", 0)) for r in ctx.layers)
+
+
+def zero_grad(ctx: Context) -> list[Suggestion]:
+    """``zero_grad(set_to_none=False)`` keeps the gradients allocated through the forward."""
+    if ctx.tree is None or ctx.training is None:
+        return []
+    for node in ast.walk(ctx.tree):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "zero_grad"
+            and any(
+                kw.arg == "set_to_none"
+                and isinstance(kw.value, ast.Constant)
+                and kw.value.value is False
+                for kw in node.keywords
+            )
+        ):
+            grads = _grad_bytes(ctx)
+            if not grads:
+                return []
+            try:
+                code = replace_call_kwarg(ctx.training.source, node, "set_to_none", "True")
+            except CannotRewrite:
+                return []
+            sid = "zero_grad:set_to_none"
+            why = [
+                f"training cell [{ctx.training.execution_count}] zeroes the gradients in "
+                f"place: {mib(grads)} stay allocated through every forward",
+            ]
+            return [
+                suggestion(
+                    sid,
+                    "zero_grad",
+                    "zero_grad(set_to_none=True): free gradients between steps",
+                    why,
+                    predicted(None, None, grads, grads),
+                    ("none", 1.0),
+                    "rewrite",
+                    f"# vramscope: {sid}\n{code}",
+                    None,
+                    ctx.training.ref,
+                )
+            ]
+    return []
+
+
+def eval_cells(ctx: Context, runs: list[CellRun]) -> list[tuple[CellSource, int]]:
+    """Recent cells that ran the model with autograd on and no backward, with what they saved."""
+    model = ctx.names.model or ctx.model_name
+    found: dict[int | None, tuple[CellSource, int]] = {}
+    if not model:
+        return []
+    for run in runs:
+        src = run.cell.source
+        if f"{model}(" not in src or is_training_source(src) or ".backward(" in src:
+            continue
+        if "inference_mode" in src or "no_grad" in src:
+            continue
+        if (run.insight or {}).get("model") != ctx.model_name:
+            continue
+        saved = activation_bytes(run.insight)
+        if saved > 0 and run.record.get("ok", True):
+            found[run.cell.execution_count] = (run.cell, saved)
+    return list(found.values())
+
+
+def inference_mode(ctx: Context, runs: list[CellRun]) -> list[Suggestion]:
+    out = []
+    for cell, saved in eval_cells(ctx, runs):
+        try:
+            body = wrap_all(cell.source, "with torch.inference_mode():")
+        except CannotRewrite:
+            continue
+        sid = f"inference_mode:{cell.execution_count}"
+        code = (
+            f"# vramscope: {sid}\n# Cell [{cell.execution_count}] with autograd off: "
+            "nothing is saved for a backward that never comes.\nimport torch\n\n" + body + "\n"
+        )
+        why = [
+            f"cell [{cell.execution_count}] runs {ctx.names.model or ctx.model_name} without "
+            f"calling .backward(), yet autograd saved {mib(saved)} for it",
+        ]
+        out.append(
+            suggestion(
+                sid,
+                "inference_mode",
+                f"Evaluate under torch.inference_mode() (cell [{cell.execution_count}])",
+                why,
+                predicted(saved, 0, saved),
+                ("none (faster: no graph is built)", 1.0),
+                "rewrite",
+                code,
+                None,
+                cell.ref,
+            )
+        )
+    return out
+
+
+def free_holders(ctx: Context) -> list[Suggestion]:
+    out = []
+    for holder in ctx.holders:
+        kind, nbytes = holder.get("kind"), int(holder.get("bytes", 0))
+        name = str(holder.get("name", ""))
+        if kind in FREE_CELLS:
+            what, body = FREE_CELLS[kind]
+            sid = f"free:{kind}"
+        elif kind == "graph_retention" and name.isidentifier():
+            what = f"`{name}`'s autograd graphs"
+            sid = f"free:{name}"
+            body = (
+                f"if isinstance({name}, torch.Tensor):\n"
+                f"    {name} = {name}.detach()  # keep the values, free the graph\n"
+                "else:\n"
+                f"    {name} = [v.detach() if isinstance(v, torch.Tensor) else v for v in {name}]\n"
+            )
+        else:
+            continue
+        cuda = "if torch.cuda.is_available():\n    torch.cuda.empty_cache()\n"
+        code = checked_free(sid, what, body + "import gc\n\ngc.collect()\n" + cuda)
+        out.append(
+            suggestion(
+                sid,
+                "free_holders",
+                f"Free {what}",
+                [str(holder.get("explanation", ""))],
+                predicted(None, None, nbytes, None),
+                ("none", None),
+                "free",
+                code,
+            )
+        )
+    return out
+
+
+def checked_free(sid: str, what: str, body: str) -> str:
+    from ..codegen import checked
+
+    return checked(f"# vramscope: {sid}\n# Free {what}.\nimport torch\n\n{body}")
+
+
+__all__ = ["free_holders", "inference_mode", "parse", "zero_grad"]
