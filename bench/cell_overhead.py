@@ -2,11 +2,15 @@
 
 Round trips of a ``pass`` cell (execute_request -> execute_reply) are timed in short blocks,
 paired A/B with the bridge loaded (stream comm open, so ``cell`` messages are sent) and
-unloaded (``%unload_ext vramscope``), the order alternating from pair to pair. Prints the
-median of the per-pair differences and ratios of block medians (target < 0.5 ms added), the
-pooled medians, and the CPU time of the bridge's per-cell work timed inside the kernel (the
-hooks, and the follow-up work that real cells run after their reply: the ``cell`` message,
-model insight); ``--record`` writes them to bench/RESULTS.md. No asserts: numbers on a shared
+unloaded (``%unload_ext vramscope``), the order alternating from pair to pair. Each block
+times the cells two ways: spaced (``--gap`` apart, as a person runs them: the latency of one
+cell) and queued all at once as JupyterLab's Run All sends them (the time per cell from the
+first request to the last reply: whatever one cell leaves for after its reply lands in the
+next one). Prints, for both, the median of the per-pair differences and ratios of block
+medians (target < 0.5 ms added), the pooled medians, the kernel process's CPU time per Run
+All cell, and the CPU time of the bridge's per-cell work timed inside the kernel (the hooks
+and the follow-up work real cells run after their reply: the ``cell`` message, model
+insight); ``--record`` writes them to bench/RESULTS.md. No asserts: numbers on a shared
 machine are noisy.
 
     python bench/cell_overhead.py [--pairs 16] [--cells 25] [--hz 10] [--torch] [--no-insight]
@@ -24,6 +28,7 @@ from pathlib import Path
 from _results import record
 
 ROOT = Path(__file__).resolve().parents[1]
+CPU = "__import__('time').process_time()"  # read by silent executes: no cell hooks run
 
 
 HOOK_TIMER = """
@@ -61,8 +66,7 @@ def main() -> None:
         "--gap",
         type=float,
         default=0.05,
-        help="seconds between timed cells (0: back to back, a throughput measure in which "
-        "one cell's work after its reply lands in the next cell's round trip)",
+        help="seconds between the spaced cells (the Run All cells are always queued at once)",
     )
     parser.add_argument("--record", action="store_true", help="write to bench/RESULTS.md")
     args = parser.parse_args()
@@ -76,6 +80,10 @@ def main() -> None:
         kernel.execute(BOOTSTRAP, silent=True)
         on: list[list[float]] = []
         off: list[list[float]] = []
+        on_all: list[float] = []
+        off_all: list[float] = []
+        cpu_on: list[float] = []
+        cpu_off: list[float] = []
         for i in range(args.pairs):
             for loaded in (True, False) if i % 2 == 0 else (False, True):
                 kernel.run_ok("%load_ext vramscope" if loaded else "%unload_ext vramscope")
@@ -95,6 +103,14 @@ def main() -> None:
                     kernel.execute("pass")
                     block.append(time.perf_counter() - start)
                 (on if loaded else off).append(block)
+                cpu = float(kernel.eval(CPU))
+                start = time.perf_counter()  # Run All: every request sent at once
+                for msg_id in [kernel.send_execute("pass") for _ in range(args.cells)]:
+                    kernel.reply(msg_id)
+                (on_all if loaded else off_all).append((time.perf_counter() - start) / args.cells)
+                time.sleep(0.03)  # the last cell's follow-up work is counted too
+                cpu = (float(kernel.eval(CPU)) - cpu) / args.cells
+                (cpu_on if loaded else cpu_off).append(cpu)
         kernel.run_ok("%unload_ext vramscope")
         kernel.run_ok("%load_ext vramscope")  # comms closed: no cell message to send
         kernel.execute(HOOK_TIMER, silent=True)
@@ -111,18 +127,25 @@ def main() -> None:
     q1, _, q3 = statistics.quantiles(diffs, n=4)
     pooled_on, pooled_off = med([t for b in on for t in b]), med([t for b in off for t in b])
     total = sum(map(sum, on)) / sum(map(sum, off))
+    all_diffs = [(a - b) * 1000 for a, b in zip(on_all, off_all)]
+    a1, _, a3 = statistics.quantiles(all_diffs, n=4)
+    all_ratio = med([a / b for a, b in zip(on_all, off_all)])
     lines = [
-        f"{args.pairs} A/B pairs of {args.cells} pass cells per block, order alternating, "
-        + (
-            f"cells {args.gap * 1000:.0f} ms apart (the latency of a cell)"
-            if args.gap
-            else "cells back to back (throughput: work done after one reply delays the next)"
-        ),
-        f"added per cell, median of per-pair differences: {med(diffs):+.3f} ms "
+        f"{args.pairs} A/B pairs, order alternating; each block: {args.cells} pass cells "
+        f"{args.gap * 1000:.0f} ms apart (the latency of a cell), then {args.cells} queued at "
+        "once as Run All sends them (time per cell: work done after one reply lands in the next)",
+        f"spaced, added per cell, median of per-pair differences: {med(diffs):+.3f} ms "
         f"(quartiles {q1:+.3f}..{q3:+.3f}; target < 0.5 ms)",
-        f"median per-pair ratio loaded/unloaded: {med(ratios):.3f}; total-time ratio {total:.3f}",
-        f"pooled medians: loaded {pooled_on * 1000:.3f} ms, unloaded {pooled_off * 1000:.3f} ms "
-        f"(n={args.pairs * args.cells} each)",
+        f"spaced, median per-pair ratio loaded/unloaded: {med(ratios):.3f}; total-time ratio "
+        f"{total:.3f}; pooled medians: loaded {pooled_on * 1000:.3f} ms, unloaded "
+        f"{pooled_off * 1000:.3f} ms (n={args.pairs * args.cells} each)",
+        f"Run All, added per cell, median of per-pair differences: {med(all_diffs):+.3f} ms "
+        f"(quartiles {a1:+.3f}..{a3:+.3f}; target < 0.5 ms); median ratio {all_ratio:.3f}; "
+        f"per cell: loaded {med(on_all) * 1000:.3f} ms, unloaded {med(off_all) * 1000:.3f} ms",
+        "Run All, kernel process CPU per cell (all threads, incl. the work after the last "
+        f"reply): loaded {med(cpu_on) * 1e6:.0f} us, unloaded {med(cpu_off) * 1e6:.0f} us, "
+        f"added {med([(a - b) * 1e6 for a, b in zip(cpu_on, cpu_off)]):+.0f} us "
+        "(median of per-pair differences)",
         f"CPU time of the per-cell work inside the kernel (hooks + the follow-up work done after "
         f"the reply), after {2 * args.pairs * args.cells} cells: {hook_us:.1f} us per cell "
         f"without a stream comm, {hook_stream_us:.1f} us with one (the cell message is sent)"
@@ -141,7 +164,7 @@ def main() -> None:
     if args.record:
         title = "cell_overhead" + (" (with torch)" if args.torch else "")
         title += " (insight off)" if args.no_insight else ""
-        record(title + ("" if args.gap else " back to back"), lines)
+        record(title, lines)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,11 @@
 """Background sampler: reads every device at ``sample_hz`` into a bounded ring buffer and
-publishes batches (at most ~10 messages per second) to a sink, e.g. the ``stream`` comm."""
+publishes batches (at most ~4 messages per second) to a sink, e.g. the ``stream`` comm.
+
+Keeping a training loop fast: one tick (every device read + the ring buffer) holds the GIL
+~6 us, but publishing one batch (JSON, HMAC signature, the socket, waking ipykernel's IOPub
+thread) ~100 us, so sending is what the thread costs the main thread. At 10 Hz, batching to 4
+messages a second (2-3 samples each, a live view still within 250 ms) cuts the GIL time the
+sampler takes from ~1 ms to ~0.45 ms a second, and the IOPub thread's wake-ups by 60%."""
 
 from __future__ import annotations
 
@@ -10,7 +16,7 @@ from typing import Callable, Protocol
 
 from .protocol import Sample
 
-MAX_MESSAGES_PER_S = 10.0
+MAX_MESSAGES_PER_S = 4.0
 MAX_PENDING = 1000
 THREAD_NAME = "vramscope-sampler"
 
