@@ -310,12 +310,16 @@ export interface IHelloMessage {
   settings: ISettings;
   cells: ICellRecord[];
   warnings: string[];
+  /** Since 1.1: vramscope's own memory in the kernel, in bytes (an estimate). */
+  self_bytes?: number;
 }
 
 export interface ICellMessage {
   type: 'cell';
   record: ICellRecord;
   devices: IDeviceInfo[];
+  /** Since 1.1: as in `IHelloMessage`. */
+  self_bytes?: number;
 }
 
 export interface ISamplesMessage {

@@ -567,17 +567,24 @@ namespace Private {
   ];
 
   export const MESSAGES: { [type: string]: Check } = {
-    hello: object({
-      protocol_version: str,
-      bridge_version: str,
-      session_id: str,
-      kernel: kernelInfo,
-      devices: array(deviceInfo),
-      settings,
-      cells: array(cellRecord),
-      warnings: array(str)
-    }),
-    cell: object({ record: cellRecord, devices: array(deviceInfo) }),
+    hello: object(
+      {
+        protocol_version: str,
+        bridge_version: str,
+        session_id: str,
+        kernel: kernelInfo,
+        devices: array(deviceInfo),
+        settings,
+        cells: array(cellRecord),
+        warnings: array(str),
+        self_bytes: bytes
+      },
+      ['self_bytes']
+    ),
+    cell: object(
+      { record: cellRecord, devices: array(deviceInfo), self_bytes: bytes },
+      ['self_bytes']
+    ),
     samples: object({ samples: array(sample), dropped: bytes }),
     devices: object({ devices: array(deviceInfo), warnings: array(str) }, [
       'warnings'

@@ -143,7 +143,7 @@ class KernelInfo(TypedDict):
 # --- kernel -> front end ------------------------------------------------------------------
 
 
-class HelloMessage(TypedDict):
+class _HelloMessageRequired(TypedDict):
     type: Literal["hello"]
     protocol_version: str
     bridge_version: str
@@ -155,10 +155,19 @@ class HelloMessage(TypedDict):
     warnings: list[str]
 
 
-class CellMessage(TypedDict):
+class HelloMessage(_HelloMessageRequired, total=False):
+    #: since 1.1: vramscope's own memory in the kernel (an estimate, vramscope.selfmem)
+    self_bytes: int
+
+
+class _CellMessageRequired(TypedDict):
     type: Literal["cell"]
     record: CellRecord
     devices: list[DeviceInfo]
+
+
+class CellMessage(_CellMessageRequired, total=False):
+    self_bytes: int  # since 1.1, as in HelloMessage
 
 
 class SamplesMessage(TypedDict):

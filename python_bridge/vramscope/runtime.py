@@ -28,6 +28,7 @@ from .protocol import (
     MAX_CLIENT_ERROR_CHARS,
     MAX_NAME_CHARS,
     PROTOCOL_VERSION,
+    CellMessage,
     CellRecord,
     DeviceInfo,
     DeviceSample,
@@ -43,6 +44,7 @@ from .protocol import (
 from .recorder import CellRecorder
 from .report import build_report
 from .sampler import RingBuffer, Sampler
+from .selfmem import SelfMemory
 from .settings import apply_settings, default_settings
 
 
@@ -97,6 +99,11 @@ class Runtime:
         self._lock = threading.Lock()
         #: Kernel messages the front end rejected (``report_error`` requests), newest last.
         self.client_errors: collections.deque[dict[str, Any]] = collections.deque(maxlen=20)
+        #: vramscope's own memory (hello/cell ``self_bytes``); the user's namespaces count 0
+        self.self_memory = SelfMemory(
+            lambda: self,
+            lambda: [self.user_ns(), getattr(self.shell, "user_ns_hidden", None)],
+        )
 
     # --- lifecycle ------------------------------------------------------------------------
 
@@ -204,7 +211,7 @@ class Runtime:
         return environment.kernel_info()
 
     def hello(self) -> HelloMessage:
-        return {
+        hello: HelloMessage = {
             "type": "hello",
             "protocol_version": PROTOCOL_VERSION,
             "bridge_version": __version__,
@@ -215,6 +222,13 @@ class Runtime:
             "cells": self.recorder.history(),
             "warnings": environment.warnings_for(self.devices),
         }
+        self._add_self_bytes(hello)
+        return hello
+
+    def _add_self_bytes(self, message: HelloMessage | CellMessage) -> None:
+        value = self.self_memory.bytes()
+        if value is not None:
+            message["self_bytes"] = value
 
     def devices_message(self) -> DevicesMessage:
         """The current devices and bridge warnings (the latter replace hello's)."""
@@ -335,9 +349,13 @@ class Runtime:
             # Once, when torch is first seen imported: new devices and/or new warnings.
             self.bridge.broadcast(self.devices_message())
         if self.bridge.has_streams:
-            self.bridge.broadcast(
-                {"type": "cell", "record": record, "devices": self.device_infos(after)}
-            )
+            cell: CellMessage = {
+                "type": "cell",
+                "record": record,
+                "devices": self.device_infos(after),
+            }
+            self._add_self_bytes(cell)
+            self.bridge.broadcast(cell)
         if self.settings["insight"] and "torch" in sys.modules:
             # coalesced: in a Run All of quick cells only the newest insight runs, when idle
             self.after_reply.submit(self._run_insight, key="insight")

@@ -1,6 +1,7 @@
 import { ISignal } from '@lumino/signaling';
 
 import { INSTALL_LINE } from '../model/bridge';
+import { selfMemoryOf } from '../selfmem';
 import { ConnectionStatus, IMemorySession, IMemoryTracker } from '../tokens';
 import { h, SessionView } from './base';
 
@@ -19,7 +20,11 @@ export class StatusView extends SessionView {
   protected signalsOf(
     session: IMemorySession
   ): ISignal<IMemorySession, unknown>[] {
-    return [session.statusChanged, session.changed];
+    return [
+      session.statusChanged,
+      session.changed,
+      selfMemoryOf(session).changed
+    ];
   }
 
   protected render(session: IMemorySession | null): void {
@@ -77,6 +82,16 @@ export class StatusView extends SessionView {
           `Python ${k.python} · ${torch}${accel} · pid ${k.pid}`
         )
       );
+      const self = selfMemoryOf(session).text;
+      if (self) {
+        node.appendChild(
+          h('p', 'vramscope-Status-kernel vramscope-Status-self', self, {
+            title:
+              "An estimate of the kernel memory held by vramscope's own " +
+              'structures (samples, cell records, insight caches)'
+          })
+        );
+      }
     }
     const warnings = (session?.warnings ?? []).filter(
       w => !message.includes(w)

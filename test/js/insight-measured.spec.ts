@@ -72,3 +72,37 @@ describe('Insight.activations_measured (since 1.1)', () => {
     view.dispose();
   });
 });
+
+describe('LayerInfo.saved_by_dtype and checkpointed (since 1.1)', () => {
+  const layer = {
+    path: 'block',
+    type: 'Sequential',
+    saved_bytes: 3072,
+    peak_saved_bytes: 3072,
+    output_shape: [8, 32],
+    param_bytes: 0,
+    grad_bytes: 0
+  };
+  const message = (extra: object): unknown => ({
+    type: 'insight',
+    insight: makeInsight({ layers: [{ ...layer, ...extra }] })
+  });
+
+  it('are optional and validated when present', () => {
+    expect(typeof validateKernelMessage(message({}))).toBe('object');
+    const full = message({
+      saved_by_dtype: { float32: 2048, bfloat16: 1024 },
+      checkpointed: true
+    });
+    expect(validateKernelMessage(full)).toEqual(full);
+    expect(
+      validateKernelMessage(message({ saved_by_dtype: { float32: -1 } }))
+    ).toContain('layers[0].saved_by_dtype.float32');
+    expect(
+      validateKernelMessage(message({ saved_by_dtype: [2048] }))
+    ).toContain('layers[0].saved_by_dtype');
+    expect(validateKernelMessage(message({ checkpointed: 'yes' }))).toContain(
+      'layers[0].checkpointed'
+    );
+  });
+});

@@ -59,6 +59,7 @@ def test_stream_open_sends_hello() -> None:
         "settings",
         "cells",
         "warnings",
+        "self_bytes",  # since 1.1
     }
     assert rt.bridge.wants_samples()
     assert comm.close_cb is not None

@@ -46,7 +46,9 @@ from typing import Any, Optional
 
 import torch
 
+from . import checkpoints
 from ._torchutil import StorageKey, device_id, module_tensors, storage_keys
+from .signature import Signature, reason_to_measure, signature
 
 
 @dataclass
@@ -57,6 +59,8 @@ class LayerStat:
     saved_bytes: int = 0
     peak_saved_bytes: int = 0
     output_shape: Optional[list[int]] = None
+    by_dtype: dict[str, int] = field(default_factory=dict)  # live saved bytes per dtype
+    checkpointed: bool = False  # its forward starts a checkpointed region
 
 
 @dataclass
@@ -64,6 +68,7 @@ class _Saved:
     count: int
     nbytes: int
     owner: int  # id() of the innermost module at first save, 0 outside any module
+    dtype: str  # of the first tensor saved on this storage ("float32", "bfloat16"...)
 
 
 @dataclass
@@ -73,49 +78,6 @@ class _State:
     layers: dict[int, LayerStat] = field(default_factory=dict)
     parents: dict[int, int] = field(default_factory=dict)
     by_device: dict[str, int] = field(default_factory=dict)
-
-
-Signature = tuple[Any, ...]
-
-
-def _tensor_sig(value: Any) -> Any:
-    if isinstance(value, torch.Tensor):
-        return (tuple(value.shape), value.dtype, value.device)
-    if isinstance(value, (tuple, list)):
-        return tuple(_tensor_sig(v) for v in value[:8])
-    return None
-
-
-def signature(module: torch.nn.Module, args: Any, kwargs: Any) -> Signature:
-    """What decides whether a root forward is measured again: input shapes/dtypes/devices,
-    the autocast policy, grad mode and train/eval mode."""
-    autocast = tuple(
-        (dev, torch.get_autocast_dtype(dev))
-        for dev in ("cpu", "cuda")
-        if torch.is_autocast_enabled(dev)
-    )
-    kw = tuple((k, _tensor_sig(v)) for k, v in kwargs.items()) if kwargs else ()
-    return (_tensor_sig(args), kw, autocast, torch.is_grad_enabled(), module.training)
-
-
-def _reason(old: Optional[Signature], new: Signature) -> Optional[str]:
-    """Why ``new`` must be measured after ``old`` (None: it need not)."""
-    if old is None:
-        return "first"
-    if old == new:
-        return None
-    if old[2:] != new[2:]:
-        return "dtype" if old[2] != new[2] else "mode"
-    shapes_old = _strip_dtypes(old[:2])
-    return "shapes" if shapes_old != _strip_dtypes(new[:2]) else "dtype"
-
-
-def _strip_dtypes(value: Any) -> Any:
-    if isinstance(value, tuple):
-        if len(value) == 3 and isinstance(value[1], torch.dtype):
-            return value[0]
-        return tuple(_strip_dtypes(v) for v in value)
-    return value
 
 
 def _first_tensor_shape(output: Any) -> Optional[list[int]]:
@@ -149,6 +111,9 @@ class ActivationTracker:
         self._forwards = 0  # root forwards in this cell
         #: The last measured forward: ``{cell_id, execution_count, forward_index, reason}``.
         self.measured: Optional[dict[str, Any]] = None
+        #: checkpoint frames seen saving their inputs (what their regions keep alive)
+        self.checkpoint_frames: weakref.WeakSet[Any] = weakref.WeakSet()
+        self._region: set[int] = set()  # modules running inside a checkpointed region
         # Reentrant: a GC run inside the pack hook can fire _release on this thread.
         self._lock = threading.RLock()
 
@@ -231,6 +196,8 @@ class ActivationTracker:
         try:
             if threading.get_ident() != self._thread or not self._enabled:
                 return
+            if torch._C._current_graph_task_id() != -1:
+                return  # a checkpointed region recomputed inside backward
             stack = self._stack
             if len(stack) > 1 or (stack and stack[-1] != id(module)):
                 return  # called from inside another module: not a root call
@@ -245,7 +212,7 @@ class ActivationTracker:
         if old is not None and old[1] is None and old[0] == sig[0] and old[2:] == sig[2:]:
             # first seen through the global hook, which gets no kwargs: complete it
             old = self._signatures[mid] = sig
-        reason = _reason(old, sig)
+        reason = reason_to_measure(old, sig)
         if reason is None:
             if self._handles or self._counting:
                 self._disarm()
@@ -280,6 +247,7 @@ class ActivationTracker:
         """Forget the running-module stack (called at cell end) and the per-cell caches."""
         self._stack.clear()
         self._excluded_roots.clear()
+        self._region.clear()
 
     def exclude(self, keys: set[StorageKey]) -> None:
         """Storages never counted as activations (parameters, buffers of known models)."""
@@ -334,6 +302,8 @@ class ActivationTracker:
         try:
             if threading.get_ident() != self._thread:
                 return
+            if torch._C._current_graph_task_id() != -1:
+                return  # a checkpointed region recomputed inside backward
             self._enter(module)
             if len(self._stack) > 1:
                 return
@@ -365,8 +335,14 @@ class ActivationTracker:
             self._excluded_roots.add(mid)
             tensors = module_tensors(module, recurse=not self._stack)
             self._excluded |= storage_keys(tensors)
-        if mid not in state.layers:
-            state.layers[mid] = LayerStat(type(module).__name__)
+        stat = state.layers.get(mid)
+        if stat is None:
+            stat = state.layers[mid] = LayerStat(type(module).__name__)
+        if checkpoints.in_region():
+            # the outermost module of a region is its checkpointed block
+            if not self._stack or self._stack[-1] not in self._region:
+                stat.checkpointed = True
+            self._region.add(mid)
         self._stack.append(mid)
 
     def _post_forward(self, module: torch.nn.Module, _args: Any, output: Any) -> None:
@@ -390,6 +366,9 @@ class ActivationTracker:
         if not self._counting:
             return detached
         try:
+            frame = checkpoints.frame_saving_inputs()
+            if frame is not None:
+                self.checkpoint_frames.add(frame)
             if t.is_leaf and t.requires_grad:
                 return detached
             storage = t.untyped_storage()
@@ -407,9 +386,10 @@ class ActivationTracker:
                 if saved is None:
                     nbytes = storage.nbytes()
                     owner = self._stack[-1] if self._stack else self.OUTSIDE
-                    state.live[key] = _Saved(1, nbytes, owner)
+                    dtype = _dtype_name(t.dtype)
+                    state.live[key] = _Saved(1, nbytes, owner, dtype)
                     state.by_device[dev] = state.by_device.get(dev, 0) + nbytes
-                    self._add(owner, nbytes)
+                    self._add(owner, nbytes, dtype)
                 else:
                     saved.count += 1
                 ref = weakref.ref(detached, self._release)
@@ -418,11 +398,12 @@ class ActivationTracker:
             pass
         return detached
 
-    def _add(self, owner: int, nbytes: int) -> None:
+    def _add(self, owner: int, nbytes: int, dtype: str) -> None:
         stat = self._state.layers.get(owner)
         if stat is None:
             stat = self._state.layers[owner] = LayerStat("")
         stat.saved_bytes += nbytes
+        stat.by_dtype[dtype] = stat.by_dtype.get(dtype, 0) + nbytes
         if stat.saved_bytes > stat.peak_saved_bytes:
             stat.peak_saved_bytes = stat.saved_bytes
 
@@ -444,7 +425,23 @@ class ActivationTracker:
             stat = state.layers.get(saved.owner)
             if stat is not None:
                 stat.saved_bytes -= saved.nbytes
+                left = stat.by_dtype.get(saved.dtype, 0) - saved.nbytes
+                if left:
+                    stat.by_dtype[saved.dtype] = left
+                else:
+                    stat.by_dtype.pop(saved.dtype, None)
 
 
 def _unpack(t: torch.Tensor) -> torch.Tensor:
     return t
+
+
+_DTYPE_NAMES: dict[torch.dtype, str] = {}
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    """``torch.bfloat16`` -> ``"bfloat16"`` (cached: called for every measured save)."""
+    name = _DTYPE_NAMES.get(dtype)
+    if name is None:
+        name = _DTYPE_NAMES[dtype] = str(dtype).replace("torch.", "")
+    return name

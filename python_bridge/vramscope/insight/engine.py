@@ -164,7 +164,13 @@ class InsightEngine:
             all_modules, optimizers, self._tracker.live_storages(), self._total_fn
         )
         holders, skipped = scan_holders(
-            self._ns(), self._shell, deadline, self._limits, excluded, items=items
+            self._ns(),
+            self._shell,
+            deadline,
+            self._limits,
+            excluded,
+            items=items,
+            checkpoint_frames=list(self._tracker.checkpoint_frames),
         )
         if skipped is not None:
             skipped = f"{skipped}; budget {budget_ms:g} ms"
@@ -220,15 +226,23 @@ class InsightEngine:
                     "param_bytes": own,
                     "grad_bytes": grads,
                 }
+                if stat.by_dtype:
+                    row["saved_by_dtype"] = dict(stat.by_dtype)
+                if stat.checkpointed:
+                    row["checkpointed"] = True
                 rows.append(row)
                 row_of[id(mod)] = row
-        other = {"saved_bytes": 0, "peak_saved_bytes": 0}
+        other: dict[str, Any] = {"saved_bytes": 0, "peak_saved_bytes": 0}
         for mid, stat in list(stats.items()):
             if mid in row_of or (stat.saved_bytes == 0 and stat.peak_saved_bytes == 0):
                 continue
             target = self._tracked_ancestor(mid, row_of) or other
             target["saved_bytes"] += stat.saved_bytes
             target["peak_saved_bytes"] += stat.peak_saved_bytes
+            if stat.by_dtype:
+                split = target.setdefault("saved_by_dtype", {})
+                for dtype, nbytes in stat.by_dtype.items():
+                    split[dtype] = split.get(dtype, 0) + nbytes
         if other["saved_bytes"] or other["peak_saved_bytes"]:
             rows.append(
                 {

@@ -8,8 +8,10 @@ before it reached, so holders never count the same bytes twice and the listed by
 
 Autograd graphs are walked through ``grad_fn.next_functions`` and each node's
 ``_raw_saved_*`` slots; ``SavedTensor.data`` is read, which never runs unpack hooks (no
-recompute under checkpointing). Saved tensors packed by foreign hooks into non-tensor objects
-are not seen.
+recompute under checkpointing). A non-reentrant checkpointed region saves ``_Holder``s, not
+tensors: what it keeps are its inputs, charged to the graph that reaches the region when the
+activation tracker saw the region's frame (``checkpoint_frames``, see checkpoints.py). Other
+saved tensors packed by foreign hooks into non-tensor objects are not seen.
 
 The scan stops when the deadline passes; the result is then partial and says so.
 """
@@ -26,6 +28,7 @@ from typing import Any, Optional
 
 import torch
 
+from . import checkpoints
 from ._torchutil import StorageKey, module_tensors, optimizer_state_tensors, storage_info
 
 _IPYTHON_NAMES = frozenset(
@@ -77,8 +80,15 @@ class HolderScanner:
     """One scan; holds temporary strong references only while it runs."""
 
     def __init__(
-        self, deadline: float, limits: ScanLimits, param_keys: Optional[set[StorageKey]] = None
+        self,
+        deadline: float,
+        limits: ScanLimits,
+        param_keys: Optional[set[StorageKey]] = None,
+        checkpoint_frames: Optional[list[Any]] = None,
     ) -> None:
+        self._frames = checkpoint_frames or []
+        self._holder_frames: Optional[dict[int, Any]] = None  # built at the first _Holder
+        self._frames_done: set[int] = set()
         self.deadline = deadline
         self.limits = limits
         self.claimed: set[StorageKey] = set()
@@ -141,12 +151,26 @@ class HolderScanner:
                     continue
                 for packed in _saved_payloads(value):
                     saved += 1
-                    self._claim(packed, tally, graph=True)
+                    if isinstance(packed, torch.Tensor):
+                        self._claim(packed, tally, graph=True)
+                    else:
+                        self._checkpoint_inputs(packed, tally)
             try:
                 stack.extend(fn for fn, _ in node.next_functions)
             except Exception:
                 continue
         return saved
+
+    def _checkpoint_inputs(self, holder: Any, tally: _Tally) -> None:
+        """A checkpointed region's ``_Holder``: claim the inputs its frame keeps."""
+        if self._holder_frames is None:
+            self._holder_frames = checkpoints.holder_frames(self._frames) if self._frames else {}
+        frame = self._holder_frames.get(id(holder))
+        if frame is None or id(frame) in self._frames_done:
+            return
+        self._frames_done.add(id(frame))
+        for t in checkpoints.frame_inputs(frame):
+            self._claim(t, tally, graph=True)
 
     def _attrs(self, node: Any) -> tuple[str, ...]:
         cls = type(node)
@@ -191,7 +215,8 @@ class HolderScanner:
             self.walk(item, tally, depth)
 
 
-def _saved_payloads(value: Any) -> Iterable[torch.Tensor]:
+def _saved_payloads(value: Any) -> Iterable[Any]:
+    """The tensors (and checkpoint ``_Holder``s) a node's saved slot holds."""
     items = value if isinstance(value, (list, tuple)) else (value,)
     for item in items:
         data = item
@@ -200,7 +225,7 @@ def _saved_payloads(value: Any) -> Iterable[torch.Tensor]:
                 data = item.data  # type: ignore[attr-defined]  # packed object, no unpack
             except Exception:
                 continue
-        if isinstance(data, torch.Tensor):
+        if isinstance(data, torch.Tensor) or checkpoints.is_holder(data):
             yield data
         elif isinstance(data, (tuple, list)):
             yield from (d for d in data if isinstance(d, torch.Tensor))
@@ -338,14 +363,16 @@ def scan_holders(
     limits: Optional[ScanLimits] = None,
     param_keys: Optional[set[StorageKey]] = None,
     items: Optional[list[tuple[str, Any]]] = None,
+    checkpoint_frames: Optional[list[Any]] = None,
 ) -> tuple[list[dict[str, Any]], Optional[str]]:
     """The protocol's ``holders`` list (bytes desc) and a skip reason when over budget.
 
     ``param_keys``: parameter storages, never charged to an autograd graph that saves them.
     ``items``: the namespace's ``user_items`` when the caller has them already.
+    ``checkpoint_frames``: checkpoint frames the activation tracker saw (see checkpoints.py).
     """
     limits = limits or ScanLimits()
-    scanner = HolderScanner(deadline, limits, param_keys)
+    scanner = HolderScanner(deadline, limits, param_keys, checkpoint_frames)
     found: list[dict[str, Any]] = []
     if items is None:
         hidden = getattr(shell, "user_ns_hidden", {}) if shell is not None else {}
