@@ -474,7 +474,9 @@ export type KernelMessage =
   | INoticeMessage
   | IErrorMessage
   | IReplyMessage
-  | IProcessesMessage;
+  | IProcessesMessage
+  | IAdviceMessage
+  | IBatchSearchMessage;
 
 // ---- front end -> kernel (control channel) --------------------------------
 

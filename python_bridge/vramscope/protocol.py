@@ -8,6 +8,8 @@ from __future__ import annotations
 import math
 from typing import Any, Literal, TypedDict, Union, get_args
 
+from .optimize.schema import AdviceMessage, BatchSearchMessage  # since 1.1
+
 PROTOCOL_VERSION = "1.1.0"
 COMM_TARGET = "vramscope"
 CHANNELS = ("stream", "control")
@@ -46,6 +48,8 @@ KERNEL_MESSAGE_TYPES = (
     "error",
     "reply",
     "processes",  # since 1.1
+    "advice",  # since 1.1
+    "batch_search",  # since 1.1
 )
 
 
@@ -266,6 +270,8 @@ KernelMessage = Union[
     ErrorMessage,
     ReplyMessage,
     ProcessesMessage,
+    AdviceMessage,
+    BatchSearchMessage,
 ]
 
 

@@ -106,6 +106,32 @@ def _capture(k: KernelHarness) -> dict[str, Data]:
     k.run_ok(fork, "fixture-fork")
     out["processes"] = _comm_data(k, stream, "processes")
 
+    # since 1.1 (Optimize): a training cell, advice asked for, its first suggestion applied
+    # (a cell with its marker) and the training cell run again: an advice message follows
+    train = (
+        "batch = torch.randn(64, 32)\n"
+        "for _ in range(2):\n"
+        "    optimizer.zero_grad()\n"
+        "    loss = model(batch).pow(2).mean()\n"
+        "    loss.backward()\n"
+        "    optimizer.step()"
+    )
+    k.run_ok("optimizer = torch.optim.SGD(model.parameters(), lr=0.1)", "fixture-opt")
+    _cell(k, stream, train, "fixture-train")
+    advice = k.request(control, "get_advice", {})["result"]["advice"]
+    start = len(k.iopub)
+    _cell(k, stream, advice["suggestions"][0]["code"], "fixture-apply")
+    _cell(k, stream, train, "fixture-train-again")
+    with contextlib.suppress(TimeoutError):  # the insight that completes the outcome
+        k.wait_iopub(lambda m: False, timeout=1.0)
+    out["advice"] = _after(k, start, stream, "advice")[-1]
+    search = (
+        "vramscope.find_batch_size(lambda n: model(torch.randn(n, 32)).sum().backward(),"
+        " budget='1MiB', model=model)"
+    )
+    k.run_ok("import vramscope\n" + search, "fixture-finder")
+    out["batch_search"] = _comm_data(k, stream, "batch_search")
+
     out["reply"] = k.request(control, "get_devices")
     out["error"] = k.request(control, "set_settings", {"sample_hz": -1})
     assert out["error"]["type"] == "error" and out["error"]["in_reply_to"], out["error"]
@@ -126,6 +152,9 @@ def shorten(messages: dict[str, Data]) -> dict[str, Data]:
     insight["holders"] = insight["holders"][:KEEP]
     samples = out["processes"]["samples"]
     out["processes"]["samples"] = {key: points[:KEEP] for key, points in samples.items()}
+    advice = out["advice"]["advice"]
+    advice["suggestions"] = advice["suggestions"][:1]
+    out["batch_search"]["search"]["tried"] = out["batch_search"]["search"]["tried"][:KEEP]
     return dict(out)
 
 

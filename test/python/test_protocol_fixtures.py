@@ -309,6 +309,11 @@ BROKEN = [
     ("reply", _set(("type",), "answer")),
     ("processes", _set(("stats",), "none")),  # since 1.1
     ("processes", _drop(("findings",))),
+    ("advice", _set(("advice", "suggestions", 0, "kind"), "magic")),  # since 1.1
+    ("advice", _set(("advice", "suggestions", 0, "why"), "because")),
+    ("advice", _drop(("advice", "outcomes"))),
+    ("batch_search", _set(("search", "state"), "paused")),
+    ("batch_search", _set(("search", "tried", 0, "batch_size"), 1.5)),
 ]
 
 

@@ -83,6 +83,7 @@ class CellLog:
                 if applied.after is None:
                     applied.after = run
             self.last_training = run
+            return False  # the outcome is complete with this run's insight (attach)
         return changed
 
     def attach(self, insight: dict[str, Any]) -> bool:

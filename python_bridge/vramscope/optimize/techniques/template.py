@@ -10,20 +10,22 @@ def template(ctx: Context, sid: str, reason: str, step_lines: list[str], before:
     """A loop in the user's names whose step is ``step_lines`` (indented one level)."""
     n = ctx.names
     model, opt = n.model or "model", n.optimizer or "optimizer"
-    batch, data = n.batch or "batch", n.data or "data_loader"
+    batch, data = n.batch or "batch", n.data
     loss_call = f"{n.loss_fn}(output, target)" if n.loss_fn else "output.mean()  # your loss"
     where = f"training cell [{ctx.training.execution_count}]" if ctx.training else "your loop"
+    indent = "    " if n.data else ""
     body = "\n".join(
-        "    " + line.format(model=model, opt=opt, batch=batch, loss=loss_call)
+        indent + line.format(model=model, opt=opt, batch=batch, loss=loss_call)
         for line in step_lines
     )
+    loop = f"for {batch} in {data}:  # your loop\n" if n.data else "# one training step:\n"
     text = (
         f"# vramscope: {sid}\n"
         f"# TEMPLATE: vramscope could not rewrite {where} ({reason}).\n"
-        "# The same change written in your names: adapt the loop, then run it.\n"
+        "# The same change written in your names: adapt it to your loop, then run it.\n"
         "import torch\n"
         f"{before}"
-        f"for {batch} in {data}:  # your loop\n"
+        f"{loop}"
         f"{body}\n"
     )
     return checked(text)
