@@ -4,7 +4,6 @@ the field in a real kernel's hello and cell messages (valid by the protocol)."""
 
 from __future__ import annotations
 
-import time
 import tracemalloc
 from collections.abc import Iterator
 from types import SimpleNamespace
@@ -45,13 +44,10 @@ def test_estimate_matches_tracemalloc_for_a_full_ring_and_history() -> None:
     after, _ = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     truth = after - before
-    start = time.perf_counter()
     estimate = estimate_bytes(rt) - empty
-    took = time.perf_counter() - start
     assert abs(estimate - truth) <= 0.10 * truth, (estimate, truth)
     # the documented bound for a CPU-only kernel at both limits (docs/reliability.md)
     assert estimate < 48 * MIB, estimate
-    assert took < 0.05, took
 
 
 def test_the_users_objects_are_never_counted() -> None:
