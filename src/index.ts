@@ -10,6 +10,8 @@
  * - `timeline`: the panel's live memory timeline section (plotly, loaded on first draw), with
  *   the sample-rate picker writing the `sampleHz` setting;
  * - `insight`: the panel's model insight section (per-layer chart, breakdown, holders).
+ * - `export`: the panel's Export section and the `vramscope:export-report` command: the
+ *   session report as HTML, Markdown, CSV or JSON next to the notebook (src/export/).
  * - `estimator`: the panel's Estimator section (collapsed): training memory per GPU for a
  *   model or a typed size, and whether it fits (src/estimator/).
  * - `optimize`: the panel's Optimize section (suggestions, cells to insert, predicted vs
@@ -30,6 +32,7 @@ import { CellFooterManager } from './footer';
 import { vramscopeIcon } from './icons';
 import { InsightView } from './insight/view';
 import { estimatorPlugin } from './estimator';
+import { exportPlugin } from './export';
 import { optimizePlugin } from './optimize';
 import { processesPlugin } from './processes';
 import { MemoryTracker, parseSettings } from './model';
@@ -235,6 +238,7 @@ const plugins: JupyterFrontEndPlugin<any>[] = [
   footerPlugin,
   timelinePlugin,
   estimatorPlugin,
+  exportPlugin,
   insightPlugin,
   optimizePlugin,
   processesPlugin

@@ -478,6 +478,19 @@ export type KernelMessage =
   | IAdviceMessage
   | IBatchSearchMessage;
 
+/** Since 1.1: the report formats `export_report` renders. */
+export type ExportFormat = 'json' | 'csv' | 'markdown' | 'html';
+
+/** Since 1.1: one rendered report file (the answer to `export_report`). */
+export interface IExportResult {
+  format: ExportFormat;
+  /** A plain file name: `<notebook stem>.vramscope.<json|csv|md|html>`. */
+  filename: string;
+  /** The whole file. */
+  content: string;
+  mime: string;
+}
+
 // ---- front end -> kernel (control channel) --------------------------------
 
 /** Typed request map: params and result per method. */
@@ -504,6 +517,11 @@ export interface IRequestMap {
   get_advice: {
     params: { model?: string | null };
     result: { advice: IAdvice };
+  };
+  /** Since 1.1: the session report rendered as one file, for the panel's Export menu. */
+  export_report: {
+    params: { format: ExportFormat; notebook?: string };
+    result: IExportResult;
   };
   /** Since 1.1: training memory per GPU for a namespace model or a parameter count. */
   estimate: { params: IEstimateParams; result: { estimate: IEstimate } };

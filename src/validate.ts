@@ -11,6 +11,7 @@ import {
   ICellRecord,
   IDeviceInfo,
   IEstimate,
+  IExportResult,
   IInsight,
   ISample,
   ISettings,
@@ -80,6 +81,30 @@ export function validateAdvice(raw: unknown): IAdvice | string {
 /** Validate an `Estimate` (since 1.1), the result of `estimate`. */
 export function validateEstimate(raw: unknown): IEstimate | string {
   return Private.estimate(raw, 'estimate') ?? (raw as IEstimate);
+}
+
+/**
+ * Validate the result of `export_report` (since 1.1): four strings, the `format` asked for,
+ * and a plain file name (no folder, not hidden), so saving it cannot leave the notebook's folder.
+ */
+export function validateExportResult(
+  raw: unknown,
+  format: string
+): IExportResult | string {
+  const error = Checks.object({
+    format: Checks.literal(format),
+    filename: Checks.str,
+    content: Checks.str,
+    mime: Checks.str
+  })(raw, 'result');
+  if (error) {
+    return error;
+  }
+  const name = (raw as IExportResult).filename;
+  if (!name || /[/\\]/.test(name) || name.startsWith('.')) {
+    return `result.filename: expected a plain file name, got ${JSON.stringify(name.slice(0, 80))}`;
+  }
+  return raw as IExportResult;
 }
 
 /** Checks a `CellRecord` without the `omit` fields (e.g. the copy kept in cell metadata). */

@@ -21,5 +21,7 @@ def write_report(path: str) -> str:
     """Write ``session_report()`` to ``path`` as JSON; returns ``path``."""
     from ..exports import write_report as write
 
-    write(get_runtime().report(), path, "json")
+    runtime = get_runtime()
+    runtime.after_reply.flush()  # the last cell's insight, if its reply left no time for it
+    write(runtime.report(), path, "json")
     return json.dumps(path)

@@ -150,6 +150,7 @@
             return mib(c.dev[device][k]);
           }),
           text: has.map(cellText),
+          textposition: 'none',
           hovertemplate: '%{text}<extra></extra>',
           marker: { color: COLORS[i % COLORS.length], opacity: k ? 0.45 : 1 }
         });
@@ -196,6 +197,7 @@
             return mib(l[key]);
           }),
           text: text,
+          textposition: 'none',
           hovertemplate: '%{text}<extra></extra>',
           marker: { color: COLORS[k] }
         };
@@ -232,6 +234,7 @@
           text: devices.map(function (d) {
             return fmt(data.breakdown[d][part]);
           }),
+          textposition: 'none',
           hovertemplate: '%{x}: %{text}<extra>%{fullData.name}</extra>',
           marker: { color: COLORS[k % COLORS.length] }
         };
