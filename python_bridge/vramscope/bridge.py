@@ -19,6 +19,7 @@ from .protocol import (
     reply_message,
     validate_request,
 )
+from .textsafe import wire_safe
 
 Handler = Callable[[dict[str, Any]], dict[str, Any]]
 
@@ -150,8 +151,13 @@ class Bridge:
         self.broadcast({"type": "samples", "samples": samples, "dropped": dropped})
 
     def _safe_send(self, comm: CommLike, message: Mapping[str, Any]) -> None:
-        with contextlib.suppress(Exception):
+        try:
             comm.send(dict(message))
+        except UnicodeEncodeError:  # a user string with a lone surrogate (vramscope.textsafe)
+            with contextlib.suppress(Exception):
+                comm.send(wire_safe(dict(message)))
+        except Exception:
+            pass
 
 
 def _describe(exc: BaseException) -> str:

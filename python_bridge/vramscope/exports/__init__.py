@@ -83,11 +83,12 @@ def write_report(
     """Write ``report`` to ``path``; returns the files written (CSV with ``samples``: two)."""
     name = format_for(path, fmt)
     target = Path(path)
-    target.write_text(render(report, name), encoding="utf-8")
+    # errors="replace": a lone surrogate in a user string (chr(0xD800)) becomes "?"
+    target.write_text(render(report, name), encoding="utf-8", errors="replace")
     written = [target]
     if name == "csv" and samples:
         extra = samples_path(target)
-        extra.write_text(render_samples_csv(report), encoding="utf-8")
+        extra.write_text(render_samples_csv(report), encoding="utf-8", errors="replace")
         written.append(extra)
     return written
 

@@ -4,6 +4,7 @@ training cell's run, the training cell's code and the user's names."""
 from __future__ import annotations
 
 import ast
+import keyword
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -80,10 +81,23 @@ class Context:
 
     def expr(self, path: str) -> str:
         """Python text reaching submodule ``path`` of the model, in the user's names."""
-        text = self.names.model or self.model_name or "model"
+        text = self.names.model or code_name(self.model_name) or "model"
         for part in path.split(".") if path else []:
-            text += f"[{part}]" if part.isdigit() else f".{part}"
+            if part.isdecimal() and part.isascii():
+                text += f"[{part}]"
+            elif part.isidentifier() and not keyword.iskeyword(part):
+                text += f".{part}"
+            else:  # a module added under any other string: a literal, never raw code
+                text += f".get_submodule({part!r})"
         return text
+
+
+def code_name(name: str | None) -> str | None:
+    """Python text for the namespace entry ``name``: the name when it is an identifier,
+    else ``globals()[<literal>]`` (a key set through ``globals()`` may hold any text)."""
+    if name is None or (name.isidentifier() and not keyword.iskeyword(name)):
+        return name
+    return f"globals()[{name!r}]"
 
 
 def model_device(model: Any) -> str:
@@ -130,7 +144,7 @@ def build_context(
         )
     holders = list((fallback_insight or insight or {}).get("holders", ()))
     if names.model is None and model_name is not None:
-        names.model = model_name
+        names.model = code_name(model_name)
     from .names import batch_size_of
 
     return Context(
