@@ -1,6 +1,6 @@
-import { expect, test } from '@jupyterlab/galata';
+import { expect } from '@jupyterlab/galata';
 
-import { newNotebookWithPanel, plotTraces, rows, runCode } from './lab';
+import { newNotebookWithPanel, plotTraces, rows, runCode, test } from './lab';
 import { IMPORT_TORCH, panelBuilt, screenshotPath } from './utils';
 
 const SCREENSHOT = screenshotPath('panel.png');

@@ -1,8 +1,8 @@
 import * as path from 'path';
 
-import { expect, IJupyterLabPageFixture, test } from '@jupyterlab/galata';
+import { expect, IJupyterLabPageFixture } from '@jupyterlab/galata';
 
-import { cellOutput, openPanel, runCode } from './lab';
+import { cellOutput, openPanel, runCode, test } from './lab';
 import { panelBuilt, ROOT, screenshotPath } from './utils';
 
 /**

@@ -2,10 +2,74 @@
  * JupyterLab (galata) helpers shared by the specs: a new notebook with the vramscope panel
  * open, cells whose source is set through the model, and panel locators.
  */
-import { expect, IJupyterLabPageFixture } from '@jupyterlab/galata';
-import type { Locator } from '@playwright/test';
+import {
+  expect,
+  IJupyterLabPageFixture,
+  test as galataTest
+} from '@jupyterlab/galata';
+import type { Locator, Page } from '@playwright/test';
 
 import { debuggerAnswered, watchDebugRequests } from './utils';
+
+/**
+ * galata's `test`, which after each test waits until the page's kernel connections have
+ * settled (see `kernelsSettled`) before the page is closed.
+ */
+export const test = galataTest.extend<{ settleKernels: void }>({
+  settleKernels: [
+    async ({ page }, use) => {
+      await use();
+      await kernelsSettled(page);
+    },
+    { auto: true }
+  ]
+});
+
+/**
+ * Wait until no kernel websocket of `page` is still being opened. A page closed while one is
+ * (a notebook just reopened, a kernel restarting or starting at the end of a test) drops the
+ * connection while the server is still preparing it, and jupyter_server then fails its
+ * handshake with `'NoneType' object has no attribute 'kernel_ws_protocol'` (a 500 and a
+ * traceback in the server log).
+ */
+export async function kernelsSettled(page: Page): Promise<void> {
+  if (page.isClosed()) {
+    return;
+  }
+  const pending = () =>
+    page
+      .evaluate(() => {
+        const app = (window as any).jupyterapp;
+        if (!app) {
+          return 0;
+        }
+        let n = 0;
+        for (const widget of app.shell.widgets('main')) {
+          const context = (widget as any).sessionContext;
+          const kernel = context?.session?.kernel;
+          if (!context || context.isDisposed) {
+            continue;
+          }
+          if (
+            !context.isReady ||
+            context.isRestarting ||
+            context.isTerminating
+          ) {
+            n++; // a session still starting: its kernel websocket is yet to open
+          } else if (kernel && !kernel.isDisposed && kernel.status !== 'dead') {
+            const ready =
+              kernel.connectionStatus === 'connected' &&
+              !['unknown', 'starting', 'restarting', 'autorestarting'].includes(
+                kernel.status
+              );
+            n += ready ? 0 : 1;
+          }
+        }
+        return n;
+      })
+      .catch(() => 0); // the page went away: nothing left to wait for
+  await expect.poll(pending, { timeout: 60_000 }).toBe(0);
+}
 
 export async function openPanel(page: IJupyterLabPageFixture): Promise<void> {
   await page.evaluate(() =>

@@ -1,5 +1,6 @@
-import { expect, test } from '@jupyterlab/galata';
+import { expect } from '@jupyterlab/galata';
 
+import { test } from './lab';
 import { panelBuilt } from './utils';
 
 /**

@@ -1,10 +1,11 @@
-import { expect, IJupyterLabPageFixture, test } from '@jupyterlab/galata';
+import { expect, IJupyterLabPageFixture } from '@jupyterlab/galata';
 
 import {
   newNotebookWithPanel,
   plotTraces,
   runCode,
   startCode,
+  test,
   waitForCell
 } from './lab';
 import { panelBuilt } from './utils';

@@ -24,9 +24,16 @@ export function panelBuilt(): boolean {
     );
 }
 
-/** docs/images/<name>: the README's screenshots, rewritten by the UI tests. */
+/**
+ * Where a README screenshot goes: test-results/screenshots/<name> on an ordinary test run
+ * (the test command leaves the tree clean), docs/images/<name> when
+ * VRAMSCOPE_UPDATE_SCREENSHOTS=1 (scripts/update-screenshots.sh).
+ */
 export function screenshotPath(name: string): string {
-  const file = path.join(ROOT, 'docs', 'images', name);
+  const file =
+    process.env.VRAMSCOPE_UPDATE_SCREENSHOTS === '1'
+      ? path.join(ROOT, 'docs', 'images', name)
+      : path.join(ROOT, 'test-results', 'screenshots', name);
   fs.mkdirSync(path.dirname(file), { recursive: true });
   return file;
 }
