@@ -1,76 +1,117 @@
 /**
- * A process's lane: its RSS over time as a small inline SVG line, downsampled to one min/max
- * pair per bucket so every peak stays visible whatever the number of points.
+ * A process's lane: RSS (muted) and, where read, USS (private memory: what copy-on-access
+ * grows) over time, drawn on a small canvas as one min/max pair per pixel column, so every
+ * peak stays visible and the cost is one pass over the points whatever their number.
  */
 import type { ProcessPoint } from '../protocol';
 
-const SVG = 'http://www.w3.org/2000/svg';
-
-/** Min/max per bucket of `buckets` over the points' time span: [t, value] pairs in order. */
-export function downsampleLane(
-  points: ReadonlyArray<ProcessPoint>,
-  buckets: number
-): Array<[number, number]> {
-  if (points.length <= buckets * 2) {
-    return points.map(p => [p[0], p[1]]);
-  }
-  const t0 = points[0][0];
-  const span = points[points.length - 1][0] - t0 || 1;
-  const out: Array<[number, number]> = [];
-  let bucket = -1;
-  let lo: ProcessPoint | null = null;
-  let hi: ProcessPoint | null = null;
-  const flush = () => {
-    if (lo && hi) {
-      const pair = lo[0] <= hi[0] ? [lo, hi] : [hi, lo];
-      out.push([pair[0][0], pair[0][1]]);
-      if (pair[1] !== pair[0]) {
-        out.push([pair[1][0], pair[1][1]]);
-      }
-    }
-  };
-  for (const p of points) {
-    const b = Math.min(buckets - 1, Math.floor(((p[0] - t0) / span) * buckets));
-    if (b !== bucket) {
-      flush();
-      bucket = b;
-      lo = hi = p;
-    } else {
-      if (p[1] < lo![1]) {
-        lo = p;
-      }
-      if (p[1] > hi![1]) {
-        hi = p;
-      }
-    }
-  }
-  flush();
-  return out;
+/** The time span and the value scale shared by every lane (lanes compare). */
+export interface ILaneRange {
+  t0: number;
+  t1: number;
+  max: number;
 }
 
-/** An SVG line of `points` scaled to `max` (shared by every lane, so lanes compare). */
-export function laneSvg(
+/** Min and max of `points[i][column]` per pixel column (NaN where a column has none). */
+export function laneColumns(
   points: ReadonlyArray<ProcessPoint>,
-  range: { t0: number; t1: number; max: number },
-  width = 120,
-  height = 16
-): SVGSVGElement {
-  const svg = document.createElementNS(SVG, 'svg');
-  svg.setAttribute('class', 'vramscope-Processes-lane');
-  svg.setAttribute('viewBox', `0 0 ${width} ${height}`);
-  svg.setAttribute('preserveAspectRatio', 'none');
-  const pairs = downsampleLane(points, Math.floor(width / 2));
-  if (pairs.length) {
-    const span = range.t1 - range.t0 || 1;
-    const max = range.max || 1;
-    const coords = pairs.map(([t, v]) => {
-      const x = ((t - range.t0) / span) * width;
-      const y = height - (v / max) * (height - 1);
-      return `${x.toFixed(1)},${y.toFixed(1)}`;
-    });
-    const line = document.createElementNS(SVG, 'polyline');
-    line.setAttribute('points', coords.join(' '));
-    svg.appendChild(line);
+  range: ILaneRange,
+  width: number,
+  column: 1 | 2
+): { lo: Float64Array; hi: Float64Array } {
+  const lo = new Float64Array(width).fill(NaN);
+  const hi = new Float64Array(width).fill(NaN);
+  const scale = width / (range.t1 - range.t0 || 1);
+  for (const p of points) {
+    const v = p[column];
+    if (v === null) {
+      continue;
+    }
+    const x = Math.min(
+      width - 1,
+      Math.max(0, Math.floor((p[0] - range.t0) * scale))
+    );
+    if (!(v >= lo[x])) {
+      lo[x] = v;
+    }
+    if (!(v <= hi[x])) {
+      hi[x] = v;
+    }
   }
-  return svg;
+  return { lo, hi };
+}
+
+/** The two lines' colours: RSS and USS. */
+export interface ILaneColors {
+  rss: string;
+  uss: string;
+}
+
+/** The lane colours of the theme, read once per render from `node`'s computed style. */
+export function laneColors(node: Element): ILaneColors {
+  const style = getComputedStyle(node);
+  return {
+    rss: style.getPropertyValue('--jp-ui-font-color3').trim() || '#999',
+    uss: style.getPropertyValue('--jp-brand-color1').trim() || '#1976d2'
+  };
+}
+
+/**
+ * Draw a lane on `canvas` (CSS size `width` x `height`). Sets `data-columns` (pixel columns
+ * with an RSS value) and `data-peak` (the highest RSS drawn) for tests.
+ */
+export function drawLane(
+  canvas: HTMLCanvasElement,
+  points: ReadonlyArray<ProcessPoint>,
+  range: ILaneRange,
+  width: number,
+  height: number,
+  colors: ILaneColors
+): void {
+  const ratio = window.devicePixelRatio || 1;
+  const w = Math.max(1, Math.round(width * ratio));
+  const h = Math.max(1, Math.round(height * ratio));
+  if (canvas.width !== w || canvas.height !== h) {
+    canvas.width = w;
+    canvas.height = h;
+  }
+  const ctx = canvas.getContext('2d');
+  ctx?.clearRect(0, 0, w, h);
+  const max = range.max || 1;
+  const y = (v: number) => h - 0.5 - (v / max) * (h - 1);
+  for (const column of [1, 2] as const) {
+    const { lo, hi } = laneColumns(points, range, w, column);
+    if (column === 1) {
+      let columns = 0;
+      let peak = 0;
+      for (let x = 0; x < w; x++) {
+        if (hi[x] === hi[x]) {
+          columns++;
+          peak = Math.max(peak, hi[x]);
+        }
+      }
+      canvas.dataset.columns = String(columns);
+      canvas.dataset.peak = String(peak);
+    }
+    if (!ctx) {
+      continue;
+    }
+    ctx.strokeStyle = column === 1 ? colors.rss : colors.uss;
+    ctx.lineWidth = ratio;
+    ctx.beginPath();
+    let started = false;
+    for (let x = 0; x < w; x++) {
+      if (hi[x] !== hi[x]) {
+        continue; // NaN: nothing in this column
+      }
+      if (started) {
+        ctx.lineTo(x + 0.5, y(lo[x]));
+      } else {
+        ctx.moveTo(x + 0.5, y(lo[x]));
+        started = true;
+      }
+      ctx.lineTo(x + 0.5, y(hi[x]));
+    }
+    ctx.stroke();
+  }
 }

@@ -8,6 +8,7 @@ import { IDisposable } from '@lumino/disposable';
 import { ISignal, Signal } from '@lumino/signaling';
 
 import type {
+  IProcessPeak,
   IProcessesMessage,
   IProcessFinding,
   IProcessInfo,
@@ -15,16 +16,24 @@ import type {
   KernelMessage,
   ProcessPoint
 } from '../protocol';
-import type { IMemorySession } from '../tokens';
+import type { ICellEntry, IMemorySession } from '../tokens';
 import { validateKernelMessage } from '../validate';
 
 /** Lane points kept per process (older ones are dropped). */
 export const LANE_LIMIT = 3000;
 
+/** A cell's child-process peaks, for the section's "Peaks per cell". */
+export interface ICellPeaks {
+  executionCount: number | null;
+  codeHead: string;
+  peaks: IProcessPeak[];
+}
+
 export class ProcessesModel implements IDisposable {
   constructor(session: IMemorySession) {
     this.session = session;
     session.messageReceived.connect(this._onMessage, this);
+    session.cellRecorded.connect(this._onCell, this);
     if (session.status === 'connected') {
       void this.refresh();
     }
@@ -48,6 +57,29 @@ export class ProcessesModel implements IDisposable {
   /** The UDP address remote ranks report to, when the kernel listens. */
   get remote(): string | null {
     return this._remote;
+  }
+
+  /**
+   * The last `limit` cells whose record carries child processes' peaks
+   * (`CellRecord.processes`, since 1.1), newest first.
+   */
+  cellPeaks(limit = 3): ICellPeaks[] {
+    const out: ICellPeaks[] = [];
+    const cells = this.session.cells;
+    for (let i = cells.length - 1; i >= 0 && out.length < limit; i--) {
+      const record = cells[i].record;
+      const peaks = record.processes;
+      if (peaks && Object.keys(peaks).length) {
+        out.push({
+          executionCount: record.execution_count,
+          codeHead: record.code_head,
+          peaks: Object.values(peaks).sort((a, b) =>
+            a.role.localeCompare(b.role, undefined, { numeric: true })
+          )
+        });
+      }
+    }
+    return out;
   }
 
   /** Lane points of one process, oldest first. */
@@ -112,6 +144,7 @@ export class ProcessesModel implements IDisposable {
     }
     this._disposed = true;
     this.session.messageReceived.disconnect(this._onMessage, this);
+    this.session.cellRecorded.disconnect(this._onCell, this);
     Signal.clearData(this);
   }
 
@@ -120,6 +153,12 @@ export class ProcessesModel implements IDisposable {
       this.apply(msg);
     } else if (msg.type === 'hello') {
       void this.refresh();
+    }
+  }
+
+  private _onCell(_: IMemorySession, entry: ICellEntry): void {
+    if (entry.record.processes) {
+      this._changed.emit();
     }
   }
 

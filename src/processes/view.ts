@@ -2,7 +2,8 @@
  * The Processes section: DataLoader workers, ranks and other children of the notebook's
  * kernel with their current and peak memory per device and a lane each; ended ones marked with
  * their exit reason; copy-on-access findings with their fixes. Renders the model only
- * (coalesced through Lumino's update request, and only while shown).
+ * (coalesced through Lumino's update request, and only while shown). Rows are kept by process
+ * key and updated in place, so an update with many ranks costs little more than their lanes.
  */
 import { Message } from '@lumino/messaging';
 import { Widget } from '@lumino/widgets';
@@ -11,13 +12,28 @@ import { formatBytes } from '../format';
 import { h } from '../panel/base';
 import type { IProcessFinding, IProcessInfo } from '../protocol';
 import type { IMemorySession, IMemorySessionView } from '../tokens';
-import { laneSvg } from './lane';
-import { ProcessesModel } from './model';
+import { drawLane, ILaneRange, laneColors } from './lane';
+import { ICellPeaks, ProcessesModel } from './model';
+
+/** Lane size in CSS pixels (the canvas is stretched to the row's width by CSS). */
+const LANE_WIDTH = 240;
+const LANE_HEIGHT = 18;
 
 export class ProcessesView extends Widget implements IMemorySessionView {
   constructor() {
     super();
     this.addClass('vramscope-Processes');
+    this._findings = h('div', 'vramscope-Processes-findings');
+    this._summary = h('div', 'vramscope-Processes-summary');
+    this._table = h('table', 'vramscope-Processes-table');
+    const head = h('tr');
+    for (const label of ['Process', 'Now', 'Peak']) {
+      head.appendChild(h('th', '', label));
+    }
+    this._table.appendChild(h('thead')).appendChild(head);
+    this._body = this._table.appendChild(h('tbody'));
+    this._cells = h('div', 'vramscope-Processes-cells');
+    this.node.append(this._findings, this._summary, this._table, this._cells);
     this.update();
   }
 
@@ -59,128 +75,254 @@ export class ProcessesView extends Widget implements IMemorySessionView {
     }
   }
 
-  /** Rebuild the DOM from the model. */
+  /** Bring the DOM up to date with the model. */
   render(): void {
     const model = this._model;
-    const node = this.node;
-    node.textContent = '';
-    if (!model || model.processes.length === 0) {
-      node.appendChild(
-        h(
-          'div',
-          'vramscope-Processes-empty',
-          'No child processes yet. DataLoader workers and fork-started ranks appear here ' +
-            'by themselves; other processes call vramscope.attach().'
-        )
-      );
+    const processes = model?.processes ?? [];
+    if (!model || processes.length === 0) {
+      this._findings.textContent = '';
+      this._rows.forEach(row => row.remove());
+      this._rows.clear();
+      this._table.hidden = true;
+      this._cells.textContent = '';
+      this._summary.className = 'vramscope-Processes-empty';
+      this._summary.textContent =
+        'No child processes yet. DataLoader workers and fork-started ranks appear here ' +
+        'by themselves; other processes call vramscope.attach().';
       return;
     }
-    for (const finding of model.findings) {
-      node.appendChild(Private.finding(finding));
-    }
-    const alive = model.processes.filter(p => p.ended === null).length;
-    const stats = model.stats;
-    const summary = `${alive} running · ${model.processes.length - alive} ended`;
-    const extra: string[] = [];
-    if (stats?.dropped) {
-      extra.push(`${stats.dropped} reports dropped`);
-    }
-    if (stats?.refused || stats?.malformed) {
-      extra.push(`${stats.refused + stats.malformed} refused`);
-    }
-    if (model.remote) {
-      extra.push(`remote ranks: ${model.remote}`);
-    }
-    node.appendChild(
-      h('div', 'vramscope-Processes-summary', [summary, ...extra].join(' · '))
-    );
-    node.appendChild(this._table(model));
-  }
-
-  private _table(model: ProcessesModel): HTMLTableElement {
-    const table = h('table', 'vramscope-Processes-table');
-    const head = h('tr');
-    for (const label of ['Process', 'Now', 'Peak', 'Lane']) {
-      head.appendChild(h('th', '', label));
-    }
-    table.appendChild(h('thead')).appendChild(head);
-    const body = table.appendChild(h('tbody'));
-    let t0 = Infinity;
-    let t1 = -Infinity;
-    let max = 0;
-    for (const proc of model.processes) {
+    this._table.hidden = false;
+    this._renderFindings(model.findings);
+    this._summary.className = 'vramscope-Processes-summary';
+    this._summary.textContent = Private.summary(model);
+    const range: ILaneRange = { t0: Infinity, t1: -Infinity, max: 0 };
+    for (const proc of processes) {
       const lane = model.lane(proc.key);
       if (lane.length) {
-        t0 = Math.min(t0, lane[0][0]);
-        t1 = Math.max(t1, lane[lane.length - 1][0]);
+        range.t0 = Math.min(range.t0, lane[0][0]);
+        range.t1 = Math.max(range.t1, lane[lane.length - 1][0]);
       }
-      max = Math.max(max, proc.peak_rss);
+      range.max = Math.max(range.max, proc.peak_rss);
     }
-    for (const proc of model.processes) {
-      body.appendChild(
-        Private.row(proc, laneSvg(model.lane(proc.key), { t0, t1, max }))
+    const colors = laneColors(this.node);
+    const seen = new Set<string>();
+    let previous: Element | null = null;
+    for (const proc of processes) {
+      seen.add(proc.key);
+      let row = this._rows.get(proc.key);
+      if (!row) {
+        row = new Private.Row(proc.key);
+        this._rows.set(proc.key, row);
+      }
+      row.update(proc);
+      drawLane(
+        row.canvas,
+        model.lane(proc.key),
+        range,
+        LANE_WIDTH,
+        LANE_HEIGHT,
+        colors
       );
+      // keep the model's order, moving only rows that are out of place
+      const expected: Element | null = previous
+        ? previous.nextElementSibling
+        : this._body.firstElementChild;
+      if (expected !== row.tr) {
+        this._body.insertBefore(row.tr, expected);
+        this._body.insertBefore(row.laneRow, row.tr.nextSibling);
+      } else if (row.tr.nextElementSibling !== row.laneRow) {
+        this._body.insertBefore(row.laneRow, row.tr.nextSibling);
+      }
+      previous = row.laneRow;
     }
-    return table;
+    for (const [key, row] of this._rows) {
+      if (!seen.has(key)) {
+        row.remove();
+        this._rows.delete(key);
+      }
+    }
+    this._renderCells(model);
+  }
+
+  /** "Peaks per cell": each recent cell's child processes and their peaks (CellRecord). */
+  private _renderCells(model: ProcessesModel): void {
+    const cells = model.cellPeaks();
+    const signature = JSON.stringify(cells);
+    if (signature === this._cellsSignature) {
+      return;
+    }
+    this._cellsSignature = signature;
+    this._cells.textContent = '';
+    if (!cells.length) {
+      return;
+    }
+    this._cells.appendChild(
+      h('div', 'vramscope-Processes-cellsTitle', 'Peaks per cell')
+    );
+    for (const cell of cells) {
+      this._cells.appendChild(Private.cellPeaks(cell));
+    }
+  }
+
+  private _renderFindings(findings: ReadonlyArray<IProcessFinding>): void {
+    const signature = JSON.stringify(findings);
+    if (signature === this._findingsSignature) {
+      return;
+    }
+    this._findingsSignature = signature;
+    this._findings.textContent = '';
+    for (const finding of findings) {
+      this._findings.appendChild(Private.finding(finding));
+    }
   }
 
   private _model: ProcessesModel | null = null;
   private _stale = false;
+  private _findings: HTMLElement;
+  private _findingsSignature = '';
+  private _summary: HTMLElement;
+  private _table: HTMLTableElement;
+  private _body: HTMLElement;
+  private _rows = new Map<string, Private.Row>();
+  private _cells: HTMLElement;
+  private _cellsSignature = '';
 }
 
 namespace Private {
-  export function row(proc: IProcessInfo, lane: SVGSVGElement): HTMLElement {
-    const tr = h('tr', 'vramscope-Processes-row');
-    tr.dataset.key = proc.key;
-    tr.dataset.kind = proc.kind;
-    if (proc.ended !== null) {
-      tr.classList.add('vramscope-mod-ended');
+  /** One process: its figures, and its lane on a full-width row below. */
+  export class Row {
+    constructor(key: string) {
+      this.tr = h('tr', 'vramscope-Processes-row');
+      this.tr.dataset.key = key;
+      const role = h('td', 'vramscope-Processes-role');
+      this._name = role.appendChild(h('span', 'vramscope-Processes-name'));
+      this._state = role.appendChild(h('span', 'vramscope-Processes-state'));
+      this._now = h('td', 'vramscope-Processes-now');
+      this._peak = h('td', 'vramscope-Processes-peak');
+      this.tr.append(role, this._now, this._peak);
+      this.laneRow = h('tr', 'vramscope-Processes-laneRow');
+      this.laneRow.dataset.key = key;
+      const cell = h('td', 'vramscope-Processes-laneCell', undefined, {
+        colspan: '3'
+      });
+      cell.title = 'RSS (grey) and private memory, USS (blue), over time';
+      this.canvas = cell.appendChild(h('canvas', 'vramscope-Processes-lane'));
+      this.laneRow.appendChild(cell);
     }
-    if (proc.oom) {
-      tr.classList.add('vramscope-mod-oom');
+
+    readonly tr: HTMLElement;
+    readonly laneRow: HTMLElement;
+    readonly canvas: HTMLCanvasElement;
+
+    update(proc: IProcessInfo): void {
+      const where = proc.cell !== null ? `cell [${proc.cell}] · ` : '';
+      const state =
+        proc.ended !== null ? (proc.exit ?? 'ended') : `pid ${proc.pid}`;
+      setText(this._name, proc.role);
+      setText(this._state, `${where}${state}`);
+      this.tr.dataset.kind = proc.kind;
+      this.tr.title = `pid ${proc.pid} (parent ${proc.ppid}) on ${proc.host}`;
+      figures(this._now, proc, 'now');
+      figures(this._peak, proc, 'peak');
+      for (const row of [this.tr, this.laneRow]) {
+        row.classList.toggle('vramscope-mod-ended', proc.ended !== null);
+        row.classList.toggle('vramscope-mod-oom', proc.oom);
+      }
     }
-    const name = h('td', 'vramscope-Processes-role');
-    name.appendChild(h('span', 'vramscope-Processes-name', proc.role));
-    const where = proc.cell !== null ? `cell [${proc.cell}] · ` : '';
-    const state =
-      proc.ended !== null ? (proc.exit ?? 'ended') : `pid ${proc.pid}`;
-    name.appendChild(
-      h('span', 'vramscope-Processes-state', `${where}${state}`)
-    );
-    name.title = `pid ${proc.pid} (parent ${proc.ppid}) on ${proc.host}`;
-    tr.appendChild(name);
-    tr.appendChild(figures(proc, 'now'));
-    tr.appendChild(figures(proc, 'peak'));
-    const laneCell = h('td', 'vramscope-Processes-laneCell');
-    laneCell.appendChild(lane);
-    tr.appendChild(laneCell);
-    return tr;
+
+    remove(): void {
+      this.tr.remove();
+      this.laneRow.remove();
+    }
+
+    private _name: HTMLElement;
+    private _state: HTMLElement;
+    private _now: HTMLElement;
+    private _peak: HTMLElement;
   }
 
-  /** RSS (and USS) on the CPU, then one line per device the process used. */
-  function figures(proc: IProcessInfo, which: 'now' | 'peak'): HTMLElement {
-    const td = h('td', `vramscope-Processes-${which}`);
+  function setText(node: HTMLElement, text: string): void {
+    if (node.textContent !== text) {
+      node.textContent = text;
+    }
+  }
+
+  /** RSS and USS on the CPU, then one line per device the process used. */
+  function figures(
+    td: HTMLElement,
+    proc: IProcessInfo,
+    which: 'now' | 'peak'
+  ): void {
     const rss = which === 'now' ? proc.rss : proc.peak_rss;
     const uss = which === 'now' ? proc.uss : proc.peak_uss;
-    const cpu = h('div', 'vramscope-Processes-figure', formatBytes(rss));
-    cpu.title =
-      `cpu RSS ${formatBytes(rss)}` +
-      (uss !== null ? `, private (USS) ${formatBytes(uss)}` : '');
-    td.appendChild(cpu);
+    const lines: Array<[string, string]> = [
+      ['vramscope-Processes-figure', formatBytes(rss)]
+    ];
+    if (uss !== null && uss > 0) {
+      lines.push(['vramscope-Processes-uss', `USS ${formatBytes(uss)}`]);
+    }
     const devices =
       which === 'now'
         ? Object.entries(proc.devices).map(([id, d]) => [id, d.allocated])
         : Object.entries(proc.peak_devices);
     for (const [id, bytes] of devices) {
-      td.appendChild(
-        h(
-          'div',
-          'vramscope-Processes-figure',
-          `${id} ${formatBytes(bytes as number)}`
-        )
-      );
+      lines.push([
+        'vramscope-Processes-figure',
+        `${id} ${formatBytes(bytes as number)}`
+      ]);
     }
-    return td;
+    const signature = lines.map(l => l.join(':')).join('|');
+    if (td.dataset.signature === signature) {
+      return;
+    }
+    td.dataset.signature = signature;
+    td.textContent = '';
+    for (const [className, text] of lines) {
+      td.appendChild(h('div', className, text));
+    }
+    td.title =
+      `cpu RSS ${formatBytes(rss)}` +
+      (uss !== null ? `, private (USS) ${formatBytes(uss)}` : '');
+  }
+
+  export function summary(model: ProcessesModel): string {
+    const alive = model.processes.filter(p => p.ended === null).length;
+    const stats = model.stats;
+    const parts = [
+      `${alive} running · ${model.processes.length - alive} ended`
+    ];
+    if (stats?.dropped) {
+      parts.push(`${stats.dropped} reports dropped`);
+    }
+    if (stats?.refused || stats?.malformed) {
+      parts.push(`${stats.refused + stats.malformed} refused`);
+    }
+    if (model.remote) {
+      parts.push(`remote ranks: ${model.remote}`);
+    }
+    return parts.join(' · ');
+  }
+
+  /** `[5] torch.multiprocessing...: rank 0 1.2 GiB · rank 1 1.5 GiB (spread 300.0 MiB)` */
+  export function cellPeaks(cell: ICellPeaks): HTMLElement {
+    const line = h('div', 'vramscope-Processes-cell');
+    const count = cell.executionCount ?? ' ';
+    line.appendChild(h('span', 'vramscope-Processes-cellCount', `[${count}]`));
+    line.title = cell.codeHead;
+    const peaks = cell.peaks.map(p => p.peak_rss);
+    const spread = Math.max(...peaks) - Math.min(...peaks);
+    const text =
+      cell.peaks
+        .map(p => {
+          const device = Object.entries(p.peak_device)
+            .map(([id, bytes]) => `, ${id} ${formatBytes(bytes)}`)
+            .join('');
+          return `${p.role} ${formatBytes(p.peak_rss)}${device}`;
+        })
+        .join(' · ') +
+      (cell.peaks.length > 1 ? ` (spread ${formatBytes(spread)})` : '');
+    line.appendChild(h('span', 'vramscope-Processes-cellPeaks', text));
+    return line;
   }
 
   export function finding(finding: IProcessFinding): HTMLElement {

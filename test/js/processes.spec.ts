@@ -7,7 +7,7 @@ import { Signal } from '@lumino/signaling';
 import { Widget } from '@lumino/widgets';
 
 import { LANE_LIMIT, ProcessesModel } from '../../src/processes/model';
-import { downsampleLane } from '../../src/processes/lane';
+import { laneColumns } from '../../src/processes/lane';
 import { ProcessesView } from '../../src/processes/view';
 import type {
   IProcessesMessage,
@@ -15,7 +15,7 @@ import type {
   KernelMessage,
   ProcessPoint
 } from '../../src/protocol';
-import type { IMemorySession } from '../../src/tokens';
+import type { ICellEntry, IMemorySession } from '../../src/tokens';
 import { validateKernelMessage } from '../../src/validate';
 
 const MiB = 2 ** 20;
@@ -68,6 +68,8 @@ function message(over: Partial<IProcessesMessage>): IProcessesMessage {
 class FakeSession {
   status = 'connected';
   messageReceived = new Signal<this, KernelMessage>(this);
+  cellRecorded = new Signal<this, ICellEntry>(this);
+  cells: ICellEntry[] = [];
   full: IProcessesMessage = message({ full: true });
   asked = 0;
   request(method: string): Promise<unknown> {
@@ -229,16 +231,22 @@ describe('ProcessesView', () => {
     const peak1 = rows[1].querySelector(
       '.vramscope-Processes-peak'
     )!.textContent;
-    expect(peak1).toBe('250.0 MiBcuda:0 5.0 MiB');
+    expect(peak1).toBe('250.0 MiBUSS 12.0 MiBcuda:0 5.0 MiB');
     expect(rows[1].querySelector('.vramscope-Processes-now')!.textContent).toBe(
-      '100.0 MiBcuda:0 3.0 MiB'
+      '100.0 MiBUSS 10.0 MiBcuda:0 3.0 MiB'
     );
     expect(rows[2].classList).toContain('vramscope-mod-ended');
     expect(rows[2].classList).toContain('vramscope-mod-oom');
     expect(rows[2].textContent).toContain('killed by the OOM killer (SIGKILL)');
-    expect(
-      rows[0].querySelector('polyline')!.getAttribute('points')
-    ).toBeTruthy();
+    const lanes = [
+      ...view.node.querySelectorAll('.vramscope-Processes-laneRow')
+    ] as HTMLElement[];
+    expect(lanes.map(r => r.dataset.key)).toEqual(['vm:10', 'vm:11', 'vm:30']);
+    // rank 0's lane on the shared scale: RSS in the first and the last pixel column
+    const canvas = lanes[0].querySelector('canvas') as HTMLCanvasElement;
+    expect(canvas.dataset.columns).toBe('2');
+    expect(Number(canvas.dataset.peak)).toBe(200 * MiB);
+    expect(lanes[2].classList).toContain('vramscope-mod-ended');
     const summary = view.node.querySelector('.vramscope-Processes-summary')!;
     expect(summary.textContent).toBe(
       '2 running · 1 ended · 2 reports dropped · 1 refused'
@@ -267,6 +275,45 @@ describe('ProcessesView', () => {
     view.dispose();
   });
 
+  it("shows each recent cell's child-process peaks and their spread (CellRecord.processes)", () => {
+    const session = new FakeSession();
+    session.status = 'connecting';
+    const view = shown(session);
+    session.messageReceived.emit(message({ processes: [rank(0), rank(1)] }));
+    const peak = (role: string, rss: number) => ({
+      role,
+      peak_rss: rss,
+      peak_uss: 0,
+      peak_device: {}
+    });
+    const entry: ICellEntry = {
+      epoch: 0,
+      record: {
+        cell_id: 'c5',
+        execution_count: 5,
+        start_time: 1000,
+        duration: 3,
+        ok: true,
+        error_type: null,
+        oom: false,
+        code_head: 'mp.start_processes(train, nprocs=2, start_method="fork")',
+        devices: {},
+        processes: {
+          'vm:11': peak('rank 1', 250 * MiB),
+          'vm:10': peak('rank 0', 200 * MiB)
+        }
+      }
+    };
+    session.cells.push(entry);
+    session.cellRecorded.emit(entry);
+    view.render();
+    const cells = view.node.querySelector('.vramscope-Processes-cells')!;
+    expect(cells.textContent).toBe(
+      'Peaks per cell[5]rank 0 200.0 MiB · rank 1 250.0 MiB (spread 50.0 MiB)'
+    );
+    view.dispose();
+  });
+
   it('says how processes appear when there is none', () => {
     const view = shown(new FakeSession());
     view.render();
@@ -275,17 +322,29 @@ describe('ProcessesView', () => {
   });
 });
 
-describe('downsampleLane', () => {
-  it('keeps every bucket minimum and maximum, in time order', () => {
+describe('laneColumns', () => {
+  it('keeps every column minimum and maximum, RSS and USS apart', () => {
     const points: ProcessPoint[] = [];
     for (let i = 0; i < 1000; i++) {
-      points.push([i, i === 500 ? 10_000 : i % 7, null, 0]);
+      points.push([i, i === 500 ? 10_000 : i % 7, i % 10 ? null : 3, 0]);
     }
-    const out = downsampleLane(points, 50);
-    expect(out.length).toBeLessThanOrEqual(100);
-    expect(Math.max(...out.map(p => p[1]))).toBe(10_000);
-    expect(out.map(p => p[0])).toEqual(
-      [...out.map(p => p[0])].sort((a, b) => a - b)
-    );
+    const range = { t0: 0, t1: 1000, max: 10_000 };
+    const rss = laneColumns(points, range, 50, 1);
+    expect(Math.max(...rss.hi)).toBe(10_000);
+    expect(rss.lo[0]).toBe(0);
+    expect(rss.hi[0]).toBe(6);
+    const uss = laneColumns(points, range, 50, 2);
+    expect([...uss.hi].every(v => v === 3)).toBe(true);
+  });
+
+  it('leaves columns without points empty (NaN)', () => {
+    const points: ProcessPoint[] = [
+      [0, 1, null, 0],
+      [10, 2, null, 0]
+    ];
+    const { hi } = laneColumns(points, { t0: 0, t1: 10, max: 2 }, 10, 1);
+    expect(hi[0]).toBe(1);
+    expect(hi[9]).toBe(2);
+    expect(Number.isNaN(hi[5])).toBe(true);
   });
 });

@@ -30,6 +30,7 @@ DEFAULT_HZ = 2.0
 #: smaps_rollup (USS/PSS) walks the page tables: read it at most at this share of one core.
 ROLLUP_CPU_SHARE = 0.01
 MAX_ROLLUP_EVERY = 5.0
+FIRST_ROLLUP = 1.0
 MAX_FAILURES = 3
 THREAD_NAME = "vramscope-report"
 
@@ -97,13 +98,15 @@ class Reporter:
     def _run(self) -> None:
         name_this_thread(THREAD_NAME)
         period = 1.0 / max(0.1, self.target.hz)
+        # nothing during the child's first moments (a worker's startup is on the critical path
+        # of the first batches); USS/PSS, the costly read, not before FIRST_ROLLUP
+        self._next_rollup = time.monotonic() + FIRST_ROLLUP
         try:
-            while not self._stop.is_set():
+            while not self._stop.wait(period):
                 if self.forked and os.getppid() != self.ppid:
                     break  # the kernel that forked us is gone
                 if not self.report():
                     break
-                self._stop.wait(period)
         except Exception:
             pass
         finally:
