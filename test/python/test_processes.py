@@ -215,6 +215,27 @@ def test_sigkilled_child_is_marked_ended(pk: Any) -> None:
     assert k.eval("sleeper.exitcode") == -9  # multiprocessing still reaped it: nothing stolen
 
 
+SPAWNED = (
+    "import subprocess, sys\n"
+    "spawned = subprocess.Popen([sys.executable, '-c', 'import time, vramscope; "
+    "assert vramscope.attach(); held = bytearray(32 * 2**20); time.sleep(1.5)'])"
+)
+
+
+def test_spawned_child_attaches_through_the_environment(pk: Any) -> None:
+    k, _stream, control = pk
+    k.run_ok(SPAWNED)  # attach() finds the collector in the environment the kernel set
+    pid = k.eval("spawned.pid")
+    result = wait_for(
+        k, control, lambda r: any(p["pid"] == pid and p["ended"] for p in r["processes"])
+    )
+    [proc] = [p for p in result["processes"] if p["pid"] == pid]
+    assert proc["role"] == f"child pid {pid}" and proc["remote"] is False
+    assert proc["exit"] == "exit code 0"
+    assert proc["peak_rss"] >= 32 * MiB
+    assert k.eval("spawned.wait()") == 0
+
+
 def _send(address: str, data: bytes) -> None:
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     try:

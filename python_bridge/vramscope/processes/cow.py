@@ -132,11 +132,17 @@ def _find(namespace: dict[str, Any], target: int, type_name: str) -> tuple[str, 
         items = list(namespace.items())
     except RuntimeError:
         return None
+    data = sys.modules.get("torch.utils.data")
+    loader_type = getattr(data, "DataLoader", None)
     for name, value in items:
         if name.startswith("_"):
             continue
-        for path, obj in ((name, value), (f"{name}.dataset", getattr(value, "dataset", None))):
-            if obj is not None and id(obj) == target and _type_name(obj) == type_name:
+        candidates = [(name, value)]
+        if isinstance(loader_type, type) and isinstance(value, loader_type):
+            # only a DataLoader's own attribute: never a getattr on arbitrary user objects
+            candidates.append((f"{name}.dataset", getattr(value, "dataset", None)))
+        for path, obj in candidates:
+            if id(obj) == target and _type_name(obj) == type_name:
                 return path, obj
     return None
 

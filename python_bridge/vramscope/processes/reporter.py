@@ -133,7 +133,7 @@ class Reporter:
         reader = self._reader = self._reader or SelfReader()
         uss = pss = None
         now = time.monotonic()
-        if final or now >= self._next_rollup:
+        if now >= self._next_rollup:  # the final report too: it must stay cheap
             start = time.thread_time()  # CPU time: what the read costs the machine
             uss, pss = reader.uss_pss()
             cost = time.thread_time() - start
@@ -281,6 +281,8 @@ def attach(address: str | None = None, token: str | None = None, hz: float | Non
     _reporter = Reporter(Target(address, secret.encode(), rate), forked=False)
     _reporter.start()
     atexit.register(_final)
+    if "multiprocessing" in sys.modules:  # a spawned child leaves through os._exit
+        _after_multiprocessing_fork(None)
     return True
 
 
