@@ -121,6 +121,7 @@ REQUIREMENTS=(
   hatchling
   editables
   jupyter_builder
+  transformers # Optimize tests: a small-config GPT-2, random weights
 )
 
 # hash_of <label> <paths...>: one hash over the label and the contents of every file below paths.

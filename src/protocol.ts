@@ -312,6 +312,11 @@ export interface IHelloMessage {
   warnings: string[];
   /** Since 1.1: vramscope's own memory in the kernel, in bytes (an estimate). */
   self_bytes?: number;
+  /**
+   * Since 1.1: the kernel's last model insight, so that a reloaded page shows it at once
+   * (absent when none was computed yet).
+   */
+  insight?: IInsight;
 }
 
 export interface ICellMessage {

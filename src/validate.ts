@@ -602,9 +602,10 @@ namespace Private {
         settings,
         cells: array(cellRecord),
         warnings: array(str),
-        self_bytes: bytes
+        self_bytes: bytes,
+        insight
       },
-      ['self_bytes']
+      ['self_bytes', 'insight']
     ),
     cell: object(
       { record: cellRecord, devices: array(deviceInfo), self_bytes: bytes },

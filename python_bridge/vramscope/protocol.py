@@ -162,6 +162,9 @@ class _HelloMessageRequired(TypedDict):
 class HelloMessage(_HelloMessageRequired, total=False):
     #: since 1.1: vramscope's own memory in the kernel (an estimate, vramscope.selfmem)
     self_bytes: int
+    #: since 1.1: the last model insight computed in this kernel (absent before the first),
+    #: so that a reloaded page shows it without asking
+    insight: Insight
 
 
 class _CellMessageRequired(TypedDict):

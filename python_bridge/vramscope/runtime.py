@@ -222,6 +222,8 @@ class Runtime:
             "cells": self.recorder.history(),
             "warnings": environment.warnings_for(self.devices),
         }
+        if self.insight.last is not None:  # a reloaded page shows it at once (since 1.1)
+            hello["insight"] = cast(Insight, self.insight.last)
         self._add_self_bytes(hello)
         return hello
 

@@ -50,6 +50,8 @@ def profile(args: argparse.Namespace, out: TextIO) -> int:
         for written in write_report(report, path):
             sys.stderr.write(f"vramscope: wrote {written}\n")
     device = pick_device(report, args.device)
+    if not any(device in (c.get("devices") or {}) for c in report.get("cells") or []):
+        sys.stderr.write(f"vramscope: warning: no cell was measured on {device}\n")
     for line in summary_lines(report, device, str(args.notebook)):
         out.write(line + "\n")
     violations: list[Violation] = []

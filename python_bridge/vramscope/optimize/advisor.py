@@ -112,7 +112,7 @@ class Advisor:
             if is_training_source(cell.source):
                 run = self.log.find_run(cell.execution_count)
                 if run is not None and run.record.get("ok", True):
-                    return run
+                    return self.log.measured_run(run)
                 if run is None:
                     return CellRun(cell, {}, None)
         return self.log.last_training

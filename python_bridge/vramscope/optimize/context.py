@@ -54,6 +54,13 @@ class Context:
             return int(row.get("grad_bytes", 0))
         return int(row.get("param_bytes", 0))  # before any backward: all trainable
 
+    @property
+    def _elem(self) -> int:
+        try:
+            return int(next(self.model.parameters()).element_size())
+        except Exception:
+            return 4
+
     def units(self, blocks: dict[str, int] | None = None) -> list[Unit]:
         """The rows in forward order as peak-model units; ``blocks``: checkpointed block
         path -> its input bytes (one unit each, its activations recomputed in backward)."""
@@ -61,9 +68,22 @@ class Context:
         blocks = blocks or {}
         units: list[Unit] = []
         open_block: tuple[str, Unit] | None = None
-        for row in self.layers:
+        previous_out = 0
+        elem = self._elem
+        rows = self.layers
+        for i, row in enumerate(rows):
             path = row["path"]
-            layer = Unit(kept=int(row["peak_saved_bytes"]), grads=self._grads(row))
+            # rows come in named_modules order: a module's children follow it at once
+            leaf = i + 1 == len(rows) or not rows[i + 1]["path"].startswith(f"{path}.")
+            leaf = leaf and path != ""
+            out = _shape_bytes(row.get("output_shape"), elem) if leaf else 0
+            layer = Unit(
+                kept=int(row["peak_saved_bytes"]),
+                grads=self._grads(row),
+                transient=out + previous_out,
+            )
+            if leaf:
+                previous_out = out
             if open_block and path.startswith(open_block[0] + "."):
                 open_block[1].inner.append(layer)
                 continue
@@ -90,6 +110,15 @@ class Context:
             else:  # a module added under any other string: a literal, never raw code
                 text += f".get_submodule({part!r})"
         return text
+
+
+def _shape_bytes(shape: Any, elem: int) -> int:
+    if not shape:
+        return 0
+    count = 1
+    for dim in shape:
+        count *= int(dim)
+    return count * elem
 
 
 def code_name(name: str | None) -> str | None:

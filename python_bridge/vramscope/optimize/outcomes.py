@@ -106,6 +106,15 @@ class CellLog:
         for s in suggestions:
             self.offered[s["id"]] = s
 
+    def measured_run(self, run: CellRun) -> CellRun:
+        """``run`` with the insight that measured it: its own, else the next cell's (insight
+        is coalesced: one run for several quick cells covers them all)."""
+        if run.insight is not None or run not in self.recent:
+            return run
+        later = list(self.recent)[list(self.recent).index(run) + 1 :]
+        found = next((r.insight for r in later if r.insight is not None), None)
+        return CellRun(run.cell, run.record, found) if found is not None else run
+
     def find_run(self, execution_count: int | None) -> CellRun | None:
         for run in reversed(self.recent):
             if run.cell.execution_count == execution_count:
@@ -113,7 +122,12 @@ class CellLog:
         return None
 
     def outcomes(self, device: str) -> list[Outcome]:
-        return [outcome(sid, a, device) for sid, a in self.applied.items()]
+        found = []
+        for sid, a in self.applied.items():
+            before = self.measured_run(a.before) if a.before else None
+            after = self.measured_run(a.after) if a.after else None
+            found.append(outcome(sid, Applied(a.suggestion, before, after), device))
+        return found
 
 
 def outcome(sid: str, applied: Applied, device: str) -> Outcome:

@@ -4,7 +4,8 @@ Backward visits the layers in reverse; visiting one frees what it saved and allo
 parameters' gradients (unless they already exist: ``zero_grad(set_to_none=False)``). The
 peak is the largest of: everything saved at the end of the forward, and, for each layer as
 backward reaches it, what is still saved up to it, plus what it brings back (a checkpointed
-block's recomputed activations), plus the gradients allocated so far.
+block's recomputed activations), plus the gradients allocated so far, plus the gradients of
+its output and input that backward holds while it is in it.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ class Unit:
     kept: int  # saved from forward until backward is through it
     grads: int  # gradient bytes allocated when backward reaches it
     inner: list[Unit] = field(default_factory=list)
+    transient: int = 0  # gradients of its output and input, alive while backward is in it
 
 
 def _backward(
@@ -35,7 +37,7 @@ def _backward(
             peak = max(peak, inner_peak)
         else:
             allocated += 0 if persistent else unit.grads
-            peak = max(peak, base + saved + allocated)
+            peak = max(peak, base + saved + allocated + int(unit.transient * scale))
         saved -= int(unit.kept * scale)
     return peak, allocated
 

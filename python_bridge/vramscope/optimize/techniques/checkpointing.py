@@ -126,7 +126,6 @@ def hf_cells(sid: str, model: str) -> tuple[str, str]:
         f"{model}.gradient_checkpointing_enable(\n"
         '    gradient_checkpointing_kwargs={"use_reentrant": False}\n'
         ")\n"
-        f"{model}.config.use_cache = False  # the KV cache does not go with checkpointing\n"
     )
     undo = f"# vramscope: undo {sid}\n{model}.gradient_checkpointing_disable()\n"
     return code, undo

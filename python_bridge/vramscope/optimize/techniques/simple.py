@@ -15,7 +15,8 @@ from .base import mib, predicted, suggestion
 FREE_CELLS = {
     "output_cache": (
         "IPython's output cache (Out, _, _N)",
-        'get_ipython().run_line_magic("reset", "-f out")  # drop IPython\'s output cache\n',
+        'get_ipython().run_line_magic("reset", "-f out")  # drop IPython\'s output cache\n'
+        'get_ipython().push({"_": None, "__": None, "___": None}, interactive=False)\n',
     ),
     "traceback": (
         "the last error's traceback",
