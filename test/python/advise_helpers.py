@@ -88,8 +88,13 @@ def compiles(code: str) -> None:
     compile(code, "<suggestion>", "exec")
 
 
-def kernel_fixture() -> Iterator[KernelHarness]:
+def kernel_with(setup: str, train: str, probes: str) -> Iterator[KernelHarness]:
+    """A module fixture's kernel: the model's setup and training cells run, the test's probes
+    (its own forward and step) defined silently, so they are not recorded cells."""
     k = start_kernel()
+    k.run_ok(setup, "setup-model")
+    k.run_ok(train, "train")
+    assert k.execute(probes, silent=True)["content"]["status"] == "ok"
     try:
         yield k
     finally:

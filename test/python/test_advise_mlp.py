@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from advise_helpers import advise, by_technique, compiles, start_kernel, value
+from advise_helpers import advise, by_technique, compiles, kernel_with, value
 from kernel_harness import KernelHarness
 
 MLP = """
@@ -43,12 +43,7 @@ def _gt_run(code):
 
 @pytest.fixture(scope="module")
 def k() -> Iterator[KernelHarness]:
-    kernel = start_kernel()
-    kernel.run_ok(MLP, "setup-mlp")
-    kernel.run_ok(TRAIN, "train")
-    assert kernel.execute(PROBES, silent=True)["content"]["status"] == "ok"
-    yield kernel
-    kernel.close()
+    yield from kernel_with(MLP, TRAIN, PROBES)
 
 
 def test_names_from_the_loop(k: KernelHarness) -> None:

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from advise_helpers import advise, by_technique, compiles, start_kernel, value
+from advise_helpers import advise, by_technique, compiles, kernel_with, value
 from kernel_harness import KernelHarness
 
 GPT2 = """
@@ -97,23 +97,14 @@ def _gt_step():
 """
 
 
-def _kernel(setup: str, train: str, probes: str) -> Iterator[KernelHarness]:
-    k = start_kernel()
-    k.run_ok(setup, "setup-model")
-    k.run_ok(train, "train")
-    assert k.execute(probes, silent=True)["content"]["status"] == "ok"
-    yield k
-    k.close()
-
-
 @pytest.fixture(scope="module")
 def gpt() -> Iterator[KernelHarness]:
-    yield from _kernel(GPT2, GPT2_TRAIN, GPT2_PROBES)
+    yield from kernel_with(GPT2, GPT2_TRAIN, GPT2_PROBES)
 
 
 @pytest.fixture(scope="module")
 def resnet() -> Iterator[KernelHarness]:
-    yield from _kernel(RESNET, RESNET_TRAIN, RESNET_PROBES)
+    yield from kernel_with(RESNET, RESNET_TRAIN, RESNET_PROBES)
 
 
 def truth(k: KernelHarness) -> dict[str, float]:
