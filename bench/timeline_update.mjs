@@ -11,12 +11,12 @@
 import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir, cpus, loadavg } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
-import { createRequire } from 'node:module';
+import { fileURLToPath } from 'node:url';
+
+import { bundle, runBench } from './_bundle.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = resolve(here, '..');
-const require = createRequire(join(root, 'package.json'));
 
 function arg(name, fallback) {
   const i = process.argv.indexOf(`--${name}`);
@@ -38,49 +38,9 @@ if (!existsSync(chromium)) {
   process.exit(2);
 }
 
-async function bundle(outDir) {
-  const { rspack } = require('@rspack/core');
-  const config = {
-    mode: 'production',
-    context: root,
-    entry: join(here, 'timeline_update.entry.ts'),
-    target: 'web',
-    devtool: false,
-    output: { path: outDir, filename: 'bench.js', asyncChunks: false },
-    resolve: { extensions: ['.ts', '.js'] },
-    module: {
-      rules: [
-        {
-          test: /\.ts$/,
-          exclude: /node_modules/,
-          loader: 'builtin:swc-loader',
-          options: {
-            jsc: { parser: { syntax: 'typescript' }, target: 'es2022' }
-          },
-          type: 'javascript/auto'
-        },
-        { test: /\.css$/, type: 'asset/source' }
-      ]
-    },
-    optimization: { minimize: false },
-    performance: { hints: false }
-  };
-  await new Promise((ok, fail) =>
-    rspack(config, (err, stats) => {
-      if (err) {
-        fail(err);
-      } else if (stats.hasErrors()) {
-        fail(new Error(stats.toString({ all: false, errors: true })));
-      } else {
-        ok();
-      }
-    })
-  );
-}
-
 const out = mkdtempSync(join(tmpdir(), 'vramscope-bench-'));
 const t0 = Date.now();
-await bundle(out);
+await bundle(join(here, 'timeline_update.entry.ts'), out);
 const css = readFileSync(join(root, 'style', 'timeline.css'), 'utf8');
 writeFileSync(
   join(out, 'index.html'),
@@ -90,30 +50,7 @@ writeFileSync(
 );
 console.log(`bundled in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
 
-const { chromium: pw } = require('playwright-core');
-const browser = await pw.launch({
-  executablePath: chromium,
-  args: [
-    '--no-sandbox',
-    '--disable-gpu',
-    '--disable-background-networking',
-    '--disable-component-update',
-    '--disable-sync',
-    '--no-first-run'
-  ]
-});
-let result;
-try {
-  const page = await browser.newPage({
-    viewport: { width: 1280, height: 800 }
-  });
-  page.on('pageerror', e => console.error('page error:', e.message));
-  await page.goto(pathToFileURL(join(out, 'index.html')).href);
-  await page.waitForFunction(() => typeof window.vramscopeBench === 'function');
-  result = await page.evaluate(o => window.vramscopeBench(o), opts);
-} finally {
-  await browser.close();
-}
+const { result, browserVersion } = await runBench(out, chromium, opts);
 
 const f = x => x.toFixed(2);
 const row = (name, m) =>
@@ -151,7 +88,7 @@ console.log(lines.join('\n'));
 
 if (record) {
   const file = join(here, 'RESULTS.md');
-  const chromeVersion = browser.version ? browser.version() : '';
+  const chromeVersion = browserVersion;
   const stamp = new Date().toISOString().slice(0, 16).replace('T', ' ');
   const section =
     `## timeline_update (${opts.width} px)\n\n_${stamp} UTC, ${process.arch}_\n\n` +

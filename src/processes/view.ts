@@ -34,6 +34,23 @@ export class ProcessesView extends Widget implements IMemorySessionView {
     this._body = this._table.appendChild(h('tbody'));
     this._cells = h('div', 'vramscope-Processes-cells');
     this.node.append(this._findings, this._summary, this._table, this._cells);
+    if (typeof IntersectionObserver !== 'undefined') {
+      // lanes scrolled out of sight are not redrawn (64 ranks: most of them)
+      this._observer = new IntersectionObserver(entries => {
+        let shown = false;
+        for (const entry of entries) {
+          const key = (entry.target as HTMLElement).dataset.key ?? '';
+          if (entry.isIntersecting) {
+            shown = this._hidden.delete(key) || shown;
+          } else {
+            this._hidden.add(key);
+          }
+        }
+        if (shown) {
+          this.update();
+        }
+      });
+    }
     this.update();
   }
 
@@ -57,6 +74,7 @@ export class ProcessesView extends Widget implements IMemorySessionView {
     }
     this._model?.dispose();
     this._model = null;
+    this._observer?.disconnect();
     super.dispose();
   }
 
@@ -114,15 +132,22 @@ export class ProcessesView extends Widget implements IMemorySessionView {
         row = new Private.Row(proc.key);
         this._rows.set(proc.key, row);
       }
+      if (row.created) {
+        row.created = false;
+        row.canvas.dataset.key = proc.key;
+        this._observer?.observe(row.canvas);
+      }
       row.update(proc);
-      drawLane(
-        row.canvas,
-        model.lane(proc.key),
-        range,
-        LANE_WIDTH,
-        LANE_HEIGHT,
-        colors
-      );
+      if (!this._hidden.has(proc.key)) {
+        drawLane(
+          row.canvas,
+          model.lane(proc.key),
+          range,
+          LANE_WIDTH,
+          LANE_HEIGHT,
+          colors
+        );
+      }
       // keep the model's order, moving only rows that are out of place
       const expected: Element | null = previous
         ? previous.nextElementSibling
@@ -137,6 +162,8 @@ export class ProcessesView extends Widget implements IMemorySessionView {
     }
     for (const [key, row] of this._rows) {
       if (!seen.has(key)) {
+        this._observer?.unobserve(row.canvas);
+        this._hidden.delete(key);
         row.remove();
         this._rows.delete(key);
       }
@@ -184,6 +211,9 @@ export class ProcessesView extends Widget implements IMemorySessionView {
   private _table: HTMLTableElement;
   private _body: HTMLElement;
   private _rows = new Map<string, Private.Row>();
+  private _observer: IntersectionObserver | null = null;
+  /** Keys of the lanes the observer saw leave the view. */
+  private _hidden = new Set<string>();
   private _cells: HTMLElement;
   private _cellsSignature = '';
 }
@@ -213,6 +243,8 @@ namespace Private {
     readonly tr: HTMLElement;
     readonly laneRow: HTMLElement;
     readonly canvas: HTMLCanvasElement;
+    /** Not yet laid out by the view (observer registration pending). */
+    created = true;
 
     update(proc: IProcessInfo): void {
       const where = proc.cell !== null ? `cell [${proc.cell}] · ` : '';
