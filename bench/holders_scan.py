@@ -16,7 +16,8 @@ from torch import nn
 
 from _results import record
 from vramscope.insight import InsightEngine
-from vramscope.insight.holders import ScanLimits, scan_holders
+from vramscope.insight.holder_scan import scan_holders
+from vramscope.insight.holders import ScanLimits
 
 
 def median_ms(fn: Any, runs: int) -> float:

@@ -78,6 +78,10 @@ export interface ILayerInfo {
   output_shape: number[] | null;
   param_bytes: number;
   grad_bytes: number;
+  /** Since 1.1: `saved_bytes` split by the saved tensors' dtype (absent when 0). */
+  saved_by_dtype?: { [dtype: string]: number };
+  /** Since 1.1: the module's forward starts a checkpointed region (non-reentrant). */
+  checkpointed?: boolean;
 }
 
 export interface IBreakdown {
@@ -120,18 +124,24 @@ export interface IInsight {
   skipped: string | null;
   /** Since 1.1: the forward the per-layer saved figures were measured on. */
   activations_measured?: IActivationsMeasured;
+  /**
+   * Since 1.1: the holders scan stopped at its time budget; it continues in the kernel's
+   * next idle moment and a later insight completes the list (`skipped` set: it gave up).
+   */
+  partial?: boolean;
 }
 
 /**
  * Since 1.1: activation tracking measures the first forward of each model in a cell and
- * again when its inputs' shapes or dtype, the autocast policy or the grad/train mode change.
+ * again when its inputs' shapes or dtype, the autocast policy or the grad/train mode change,
+ * or when the previous measured call's graph is still alive (`graph_kept`).
  */
 export interface IActivationsMeasured {
   cell_id: string | null;
   execution_count: number | null;
   /** 1-based index of the model call (a root module's forward) within its cell. */
   forward_index: number;
-  reason: 'first' | 'shapes' | 'dtype' | 'mode';
+  reason: 'first' | 'shapes' | 'dtype' | 'mode' | 'graph_kept';
 }
 
 // ---- Optimize (since 1.1): advice and the batch-size search ---------------

@@ -322,15 +322,20 @@ namespace Private {
     history_limit: bytes
   });
 
-  const layerInfo = object({
-    path: str,
-    type: str,
-    saved_bytes: bytes,
-    peak_saved_bytes: bytes,
-    output_shape: nullable(array(int)),
-    param_bytes: bytes,
-    grad_bytes: bytes
-  });
+  const layerInfo = object(
+    {
+      path: str,
+      type: str,
+      saved_bytes: bytes,
+      peak_saved_bytes: bytes,
+      output_shape: nullable(array(int)),
+      param_bytes: bytes,
+      grad_bytes: bytes,
+      saved_by_dtype: record(bytes),
+      checkpointed: bool
+    },
+    ['saved_by_dtype', 'checkpointed']
+  );
 
   // Breakdown parts are derived by subtraction on the kernel side: integers, sign not enforced.
   const breakdown = object(
@@ -361,7 +366,7 @@ namespace Private {
     cell_id: nullable(str),
     execution_count: nullable(int),
     forward_index: int,
-    reason: literal('first', 'shapes', 'dtype', 'mode')
+    reason: literal('first', 'shapes', 'dtype', 'mode', 'graph_kept')
   });
 
   export const insight = object(
@@ -373,9 +378,10 @@ namespace Private {
       holders: array(holder),
       scan_ms: nonNeg,
       skipped: nullable(str),
-      activations_measured: activationsMeasured
+      activations_measured: activationsMeasured,
+      partial: bool
     },
-    ['activations_measured']
+    ['activations_measured', 'partial']
   );
 
   // ---- Optimize (since 1.1) ----

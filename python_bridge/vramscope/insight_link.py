@@ -77,12 +77,17 @@ class InsightLink:
             engine.uninstall()
         self._installed = enabled
 
-    def after_cell(self, budget_ms: float) -> dict[str, Any] | None:
+    def after_cell(self, budget_ms: float, resume: bool = False) -> dict[str, Any] | None:
+        """The after-cell Insight; with ``resume`` the holders scan that stopped at its
+        budget continues (None when there is none to continue)."""
         self.set_enabled(True)
         if not self._installed:
             return None
-        result: dict[str, Any] = self._engine.after_cell(budget_ms)
-        self.last = result
+        result: dict[str, Any] | None = (
+            self._engine.continue_scan(budget_ms) if resume else self._engine.after_cell(budget_ms)
+        )
+        if result is not None:
+            self.last = result
         return result
 
     def snapshot(self, model: str | None) -> dict[str, Any]:

@@ -208,7 +208,7 @@ class ActivationsMeasured(TypedDict):
     cell_id: str | None
     execution_count: int | None
     forward_index: int  # 1-based index of the root forward within its cell
-    reason: Literal["first", "shapes", "dtype", "mode"]
+    reason: Literal["first", "shapes", "dtype", "mode", "graph_kept"]
 
 
 class _InsightRequired(TypedDict):
@@ -223,6 +223,7 @@ class _InsightRequired(TypedDict):
 
 class Insight(_InsightRequired, total=False):
     activations_measured: ActivationsMeasured  # since 1.1
+    partial: bool  # since 1.1: the holders list is incomplete; the scan continues
 
 
 class InsightMessage(TypedDict):

@@ -362,17 +362,21 @@ class Runtime:
             # coalesced: in a Run All of quick cells only the newest insight runs, when idle
             self.after_reply.submit(self._run_insight, key="insight")
 
-    def _run_insight(self) -> None:
+    def _run_insight(self, resume: bool = False) -> None:
         try:
-            result = self.insight.after_cell(self.settings["insight_budget_ms"])
+            result = self.insight.after_cell(self.settings["insight_budget_ms"], resume=resume)
         except Exception as exc:
             self._internal(exc, "model insight failed")
             return
         if result is None:
             return
-        self.activation_memo.observe(result)
-        self.optimize.after_insight(result)
+        if not resume:  # a continued holders scan changes the holders only
+            self.activation_memo.observe(result)
+            self.optimize.after_insight(result)
         self.bridge.broadcast({"type": "insight", "insight": cast(Insight, result)})
+        if result.get("partial") and not result.get("skipped"):
+            # the holders scan stopped at its budget: it goes on in the next idle moment
+            self.after_reply.submit(lambda: self._run_insight(resume=True), key="insight")
         if result.get("skipped"):
             self.bridge.broadcast(notice_message("info", f"model insight: {result['skipped']}"))
 

@@ -145,7 +145,7 @@ export class InsightView extends Panel {
     this._message.node.textContent = message.join(' ');
     this._message.setHidden(!message.length);
     this._meta.textContent = insight
-      ? `${Private.measuredNote(insight)}scan ${insight.scan_ms.toFixed(1)} ms`
+      ? `${Private.metaNote(insight)}scan ${insight.scan_ms.toFixed(1)} ms`
       : '';
     this._refreshButton.disabled = !this._session;
     this.layers.layers = insight?.layers ?? [];
@@ -212,16 +212,26 @@ namespace Private {
     first: 'first call in the cell',
     shapes: 'input shapes changed',
     dtype: 'dtype changed',
-    mode: 'grad/train mode changed'
+    mode: 'grad/train mode changed',
+    graph_kept: 'the previous graph is kept'
   };
 
-  /** "activations measured: [5] call 1 (first call in the cell) · " or ''. */
-  export function measuredNote(insight: IInsight): string {
+  /**
+   * Quiet notes before the scan time: which forward the activations were measured on
+   * ("activations measured: [5] call 1 (first call in the cell) · ") and a holders scan
+   * still going on ("holders: partial, continuing · "), or ''.
+   */
+  export function metaNote(insight: IInsight): string {
     const m = insight.activations_measured;
-    if (!m) {
-      return '';
-    }
-    const cell = m.execution_count !== null ? `[${m.execution_count}] ` : '';
-    return `activations measured: ${cell}call ${m.forward_index} (${REASONS[m.reason]}) · `;
+    const count = m?.execution_count ?? null;
+    const cell = count !== null ? `[${count}] ` : '';
+    const measured = m
+      ? `activations measured: ${cell}call ${m.forward_index} (${REASONS[m.reason]}) · `
+      : '';
+    const partial =
+      insight.partial && !insight.skipped
+        ? 'holders: partial, continuing · '
+        : '';
+    return measured + partial;
   }
 }

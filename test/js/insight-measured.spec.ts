@@ -106,3 +106,29 @@ describe('LayerInfo.saved_by_dtype and checkpointed (since 1.1)', () => {
     );
   });
 });
+
+describe('Insight.partial (since 1.1)', () => {
+  it('is validated and shown as a quiet mark, not a warning', () => {
+    const bad = validateKernelMessage({
+      type: 'insight',
+      insight: { ...makeInsight(), partial: 'yes' }
+    });
+    expect(bad).toContain('insight.insight.partial');
+    const session = new FakeSession();
+    const view = new InsightView();
+    Widget.attach(view, document.body);
+    view.setSession(session);
+    const text = (cls: string): string =>
+      view.node.querySelector(`.vramscope-Insight-${cls}`)!.textContent!;
+    const partial = makeInsight({ scan_ms: 20, partial: true });
+    expect(
+      typeof validateKernelMessage({ type: 'insight', insight: partial })
+    ).toBe('object');
+    session.setInsight(partial);
+    expect(text('meta')).toBe('holders: partial, continuing · scan 20.0 ms');
+    expect(text('message')).toBe('');
+    session.setInsight(makeInsight({ scan_ms: 4 })); // the scan completed
+    expect(text('meta')).toBe('scan 4.0 ms');
+    view.dispose();
+  });
+});

@@ -345,6 +345,8 @@ def test_holders_loss_list_and_tensors(engine: InsightEngine, ns: dict[str, Any]
     # every step's graph (all saved activations) plus the five 4-byte loss scalars
     assert per_step > 0
     assert holders["losses"]["bytes"] == 5 * per_step + 5 * 4
+    # every graph is kept (no backward), so every call was measured: the live count is exact
+    assert engine.tracker.total_bytes() == 5 * per_step
     assert "item()" in holders["losses"]["fix"]
     assert holders["big"]["kind"] == "tensor" and holders["big"]["bytes"] == 1024 * KIB
     assert holders["model"]["kind"] == "module"
@@ -354,12 +356,43 @@ def test_holders_loss_list_and_tensors(engine: InsightEngine, ns: dict[str, Any]
     assert "small" not in {h["name"] for h in quiet}
 
 
-def test_budget_exceeded_is_skipped(ns: dict[str, Any]) -> None:
+def test_budget_exceeded_is_partial_then_continued_to_complete(ns: dict[str, Any]) -> None:
+    """A scan over its budget is marked partial (not skipped) and continues where it
+    stopped, slice after slice, until it lists exactly what one unbounded scan lists."""
     ns.update({f"t{i}": torch.zeros(1) for i in range(2000)})
-    insight = InsightEngine(namespace=ns, min_holder_bytes=1).after_cell(0.001)
-    assert insight["skipped"] and "budget" in insight["skipped"]
-    assert len(insight["holders"]) < 2000
+    graph = nn.Linear(64, 64)(torch.randn(256, 64))  # a graph cut mid-walk is rolled back
+    ns.update(late=graph, shared=[graph, ns["t5"]])
+    engine = InsightEngine(namespace=ns, min_holder_bytes=1)
+    insight = engine.after_cell(0.001)
+    assert insight["partial"] is True and insight["skipped"] is None
+    assert len(insight["holders"]) < 2002 and engine.scan_pending
     json.dumps(insight)
+    slices = 1
+    while insight.get("partial"):
+        insight = engine.continue_scan(0.5) or {}
+        slices += 1
+    assert slices > 2 and insight["skipped"] is None and not engine.scan_pending
+    assert engine.continue_scan(0.5) is None
+    whole = InsightEngine(namespace=ns, min_holder_bytes=1).snapshot()
+    assert "partial" not in whole
+    assert insight["holders"] == whole["holders"]
+    assert {h["name"] for h in insight["holders"]} == set(ns) - {"shared"}  # all claimed
+
+
+def test_a_scan_that_never_finishes_gives_up_skipped(
+    ns: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from vramscope.insight import engine as engine_module
+
+    monkeypatch.setattr(engine_module, "MAX_SCAN_SLICES", 3)
+    ns.update({f"t{i}": torch.zeros(1) for i in range(2000)})
+    engine = InsightEngine(namespace=ns, min_holder_bytes=1)
+    insight = engine.after_cell(0.0)
+    while insight.get("partial") and not insight["skipped"]:
+        insight = engine.continue_scan(0.0) or {}
+    assert insight["skipped"] and "budget" in insight["skipped"] and insight["partial"]
+    assert not engine.scan_pending
+    assert "after 3 slices" not in insight["skipped"] and "x 3 slices" in insight["skipped"]
 
 
 def test_container_walk_is_capped(ns: dict[str, Any]) -> None:

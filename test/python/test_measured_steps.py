@@ -169,3 +169,23 @@ def test_the_users_saved_tensor_hooks_are_never_overridden(engine: InsightEngine
     assert packed, "the user's pack hook did not run"
     out.sum().backward()
     assert top_hooks(False) is None
+
+
+def test_kept_graphs_are_all_measured(engine: InsightEngine) -> None:
+    """``losses.append(loss)``: no backward frees the previous call's graph, so every call is
+    measured (``graph_kept``) and the live count equals a graph walk's, to the byte."""
+    model = mlp()
+    engine.begin_cell("leak", 4)
+    losses = [model(torch.randn(16, 32)).square().mean() for _ in range(6)]
+    assert hooks_in()
+    per_step = saved_by_step(16) + 16 * 8 * 4  # square() keeps the 16x8 output too
+    assert engine.tracker.total_bytes() == 6 * per_step
+    measured = engine.after_cell(1000)["activations_measured"]
+    assert measured["reason"] == "graph_kept" and measured["forward_index"] == 6
+    # after a backward the next call is not measured again
+    engine.begin_cell("fixed", 5)
+    del losses
+    for _ in range(3):
+        model(torch.randn(16, 32)).square().mean().backward()
+    assert not hooks_in()
+    assert engine.after_cell(1000)["activations_measured"]["forward_index"] == 1

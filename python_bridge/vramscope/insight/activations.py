@@ -23,16 +23,18 @@ Measured steps (what keeps a training loop fast)
 ------------------------------------------------
 Python hooks on every saved tensor and global module hooks (which put every module call on
 torch's slow path) cost 10-40% of a small model's step. So a forward is *measured* only when
-it tells something new: the first forward of each model ("root" module: called with no module
-running) in a cell, and again when the root's inputs change shape or dtype, the autocast
-policy changes or the grad/train mode changes (see :func:`signature`). The hooks are armed at
-every cell start (:meth:`ActivationTracker.new_cell`); when a root is called again unchanged
-they are REMOVED (module hooks unregistered, saved-tensor hooks popped) until the next cell or
-the next change, which a per-root forward pre-hook (one Python call per step) watches for. The
-saved-tensor hooks stay armed from a measured forward until the next root call, so the loss
-computed outside the model is counted with its step. Live figures are therefore exact for the
-measured forwards; tensors saved by unmeasured forwards are not counted. :attr:`measured`
-says which forward was measured last.
+it tells something new: the first forward of each model ("root" module: called with no
+module running) in a cell, and again when the root's inputs change shape or dtype, the
+autocast policy changes or the grad/train mode changes (see signature.py), or when the
+tensors the previous measured call saved are still alive at the next call (its graph was
+kept: no backward ran, as in ``losses.append(loss)``), so kept graphs are always counted.
+The hooks are armed at every cell start (:meth:`ActivationTracker.new_cell`); when a root is
+called again unchanged they are REMOVED (module hooks unregistered, saved-tensor hooks
+popped) until the next cell or the next change, which a per-root forward pre-hook (one
+Python call per step) watches for. The saved-tensor hooks stay armed from a measured forward
+until the next root call, so the loss computed outside the model is counted with its step.
+Live figures are therefore exact for the measured forwards; tensors saved by unmeasured
+forwards are not counted. :attr:`measured` says which forward was measured last.
 
 No strong reference to a user tensor or module is kept: only integers, strings and weakrefs.
 """
@@ -69,6 +71,7 @@ class _Saved:
     nbytes: int
     owner: int  # id() of the innermost module at first save, 0 outside any module
     dtype: str  # of the first tensor saved on this storage ("float32", "bfloat16"...)
+    epoch: int  # the measured forward (count) that saved it first
 
 
 @dataclass
@@ -109,6 +112,8 @@ class ActivationTracker:
         self._measured_in_cell: set[int] = set()
         self._cell: tuple[Optional[str], Optional[int]] = (None, None)
         self._forwards = 0  # root forwards in this cell
+        self._epoch = 0  # measured forwards so far
+        self._epoch_live = 0  # live storages first saved since the last measured forward
         #: The last measured forward: ``{cell_id, execution_count, forward_index, reason}``.
         self.measured: Optional[dict[str, Any]] = None
         #: checkpoint frames seen saving their inputs (what their regions keep alive)
@@ -213,6 +218,8 @@ class ActivationTracker:
             # first seen through the global hook, which gets no kwargs: complete it
             old = self._signatures[mid] = sig
         reason = reason_to_measure(old, sig)
+        if reason is None and self._epoch_live > 0:
+            reason = "graph_kept"  # the last measured call's graph lives on (no backward)
         if reason is None:
             if self._handles or self._counting:
                 self._disarm()
@@ -221,8 +228,14 @@ class ActivationTracker:
             return
         self._signatures[mid] = sig
         self._measured_in_cell.add(mid)
-        if reason != "first":  # its weights may be new storages (model.double(), .cuda())
-            self._excluded |= storage_keys(module_tensors(module))
+        self._epoch += 1
+        self._epoch_live = 0
+        if reason != "first":
+            # its weights may be new storages (model.double(), .cuda()) and the old ones'
+            # addresses reused by activations: exclusions start over from this model's
+            # current tensors (other modules add theirs again when they are entered)
+            self._excluded = storage_keys(module_tensors(module))
+            self._excluded_roots = {mid}
         if sig[3] or self.measured is None or self.measured.get("cell") != self._cell:
             self.measured = {
                 "cell": self._cell,
@@ -387,7 +400,8 @@ class ActivationTracker:
                     nbytes = storage.nbytes()
                     owner = self._stack[-1] if self._stack else self.OUTSIDE
                     dtype = _dtype_name(t.dtype)
-                    state.live[key] = _Saved(1, nbytes, owner, dtype)
+                    state.live[key] = _Saved(1, nbytes, owner, dtype, self._epoch)
+                    self._epoch_live += 1
                     state.by_device[dev] = state.by_device.get(dev, 0) + nbytes
                     self._add(owner, nbytes, dtype)
                 else:
@@ -421,6 +435,8 @@ class ActivationTracker:
             if saved.count > 0:
                 return
             del state.live[key]
+            if saved.epoch == self._epoch:
+                self._epoch_live -= 1
             state.by_device[key[0]] = state.by_device.get(key[0], 0) - saved.nbytes
             stat = state.layers.get(saved.owner)
             if stat is not None:

@@ -27,10 +27,13 @@ from ._torchutil import (
 )
 from .activations import ActivationTracker, LayerStat
 from .breakdown import TotalFn, compute_breakdown
-from .holders import ScanLimits, scan_holders, user_items
+from .holder_scan import ScanState, scan_holders
+from .holders import ScanLimits, user_items
 
 OTHER = "<other>"
 SNAPSHOT_BUDGET_MS = 2000.0
+#: A holders scan continued in this many slices (~2 s at the default 20 ms) gives up.
+MAX_SCAN_SLICES = 100
 
 
 class InsightEngine:
@@ -63,6 +66,7 @@ class InsightEngine:
         self._watched_name: Optional[str] = None
         self._watched_ref: Optional[weakref.ReferenceType[torch.nn.Module]] = None
         self.last_insight: dict[str, Any] = dict(empty_insight())
+        self._scan: Optional[ScanState] = None  # an after-cell holders scan to continue
 
     # -- public API --------------------------------------------------------------------
 
@@ -99,15 +103,35 @@ class InsightEngine:
             pass
 
     def after_cell(self, budget_ms: float = 20.0) -> dict[str, Any]:
-        """The Insight after a cell; resets the stack and the per-layer peaks."""
+        """The Insight after a cell; resets the stack and the per-layer peaks. A holders
+        scan over ``budget_ms`` is marked ``partial``: :meth:`continue_scan` goes on."""
         try:
-            insight = self._insight(None, budget_ms)
+            self._scan = None
+            insight = self._insight(None, budget_ms, resumable=True)
             self._tracker.reset_stack()
             self._tracker.reset_peaks()
             self.last_insight = insight
             return insight
         except Exception as exc:
             return dict(empty_insight(f"insight failed: {type(exc).__name__}: {exc}"))
+
+    def continue_scan(self, budget_ms: float = 20.0) -> Optional[dict[str, Any]]:
+        """The Insight with the holders scan continued where it stopped (None: nothing to
+        continue); ``partial`` again while it is still not complete."""
+        if self._scan is None:
+            return None
+        try:
+            insight = self._insight(None, budget_ms, resumable=True)
+            self.last_insight = insight
+            return insight
+        except Exception as exc:
+            self._scan = None
+            return dict(empty_insight(f"insight failed: {type(exc).__name__}: {exc}"))
+
+    @property
+    def scan_pending(self) -> bool:
+        """An after-cell holders scan stopped at its budget and can continue."""
+        return self._scan is not None
 
     @property
     def watched(self) -> Optional[str]:
@@ -140,8 +164,12 @@ class InsightEngine:
                 return name
         return None
 
-    def _insight(self, model_override: Optional[str], budget_ms: float) -> dict[str, Any]:
+    def _insight(
+        self, model_override: Optional[str], budget_ms: float, resumable: bool = False
+    ) -> dict[str, Any]:
         start = time.perf_counter()
+        if resumable and self._scan is not None:  # a holder too large for one slice
+            budget_ms *= 2 ** min(self._scan.stalled, 10)
         deadline = start + budget_ms / 1000.0
         items = user_items(self._ns(), self._hidden())
         modules = [(n, v) for n, v in items if isinstance(v, torch.nn.Module)]
@@ -163,7 +191,7 @@ class InsightEngine:
         breakdown = compute_breakdown(
             all_modules, optimizers, self._tracker.live_storages(), self._total_fn
         )
-        holders, skipped = scan_holders(
+        holders, stopped = scan_holders(
             self._ns(),
             self._shell,
             deadline,
@@ -171,9 +199,18 @@ class InsightEngine:
             excluded,
             items=items,
             checkpoint_frames=list(self._tracker.checkpoint_frames),
+            state=self._scan if resumable else None,
         )
-        if skipped is not None:
-            skipped = f"{skipped}; budget {budget_ms:g} ms"
+        skipped = None
+        if resumable:
+            self._scan = stopped
+        if stopped is not None and (not resumable or stopped.slices >= MAX_SCAN_SLICES):
+            self._scan = None
+            skipped = (
+                f"holders scan over its time budget: stopped after {stopped.done} of "
+                f"{stopped.total} holders (partial results); budget {budget_ms:g} ms"
+                + (f" x {stopped.slices} slices" if stopped.slices > 1 else "")
+            )
         insight: dict[str, Any] = {
             "model": name,
             "models": models,
@@ -186,6 +223,8 @@ class InsightEngine:
         measured = self._tracker.measured_info()
         if measured is not None:
             insight["activations_measured"] = measured
+        if stopped is not None:
+            insight["partial"] = True
         return insight
 
     def _choose(

@@ -13,7 +13,8 @@ tensors: what it keeps are its inputs, charged to the graph that reaches the reg
 activation tracker saw the region's frame (``checkpoint_frames``, see checkpoints.py). Other
 saved tensors packed by foreign hooks into non-tensor objects are not seen.
 
-The scan stops when the deadline passes; the result is then partial and says so.
+The scan stops when the deadline passes and continues later where it stopped (see
+holder_scan.py, which runs it and describes each holder).
 """
 
 from __future__ import annotations
@@ -96,6 +97,21 @@ class HolderScanner:
         self.nodes_seen: set[int] = set()
         self.ticks = 0
         self._saved_attrs: dict[type, tuple[str, ...]] = {}
+        # what each holder added, so a holder cut short by the budget can be undone
+        self._log: list[tuple[set[Any], Any]] = []
+
+    def mark(self) -> int:
+        return len(self._log)
+
+    def rollback(self, mark: int) -> None:
+        """Forget what was claimed/visited since ``mark`` (a holder the budget cut short)."""
+        while len(self._log) > mark:
+            where, key = self._log.pop()
+            where.discard(key)
+
+    def _note(self, where: set[Any], key: Any) -> None:
+        where.add(key)
+        self._log.append((where, key))
 
     # -- budget ------------------------------------------------------------------------
 
@@ -112,7 +128,7 @@ class HolderScanner:
             return 0
         if graph and info[0] in self.param_keys:
             return 0  # a graph saves views of parameters; those belong to the model
-        self.claimed.add(info[0])
+        self._note(self.claimed, info[0])
         tally.bytes += info[1]
         return info[1]
 
@@ -142,7 +158,7 @@ class HolderScanner:
             if len(self.nodes_seen) >= self.limits.max_graph_nodes:
                 tally.capped = True
                 break
-            self.nodes_seen.add(id(node))
+            self._note(self.nodes_seen, id(node))
             self._tick()
             for name in self._attrs(node):
                 try:
@@ -168,7 +184,7 @@ class HolderScanner:
         frame = self._holder_frames.get(id(holder))
         if frame is None or id(frame) in self._frames_done:
             return
-        self._frames_done.add(id(frame))
+        self._note(self._frames_done, id(frame))
         for t in checkpoints.frame_inputs(frame):
             self._claim(t, tally, graph=True)
 
@@ -229,59 +245,6 @@ def _saved_payloads(value: Any) -> Iterable[Any]:
             yield data
         elif isinstance(data, (tuple, list)):
             yield from (d for d in data if isinstance(d, torch.Tensor))
-
-
-def _mib(n: int) -> str:
-    return f"{n / 2**20:.1f} MiB"
-
-
-def _describe_variable(name: str, obj: Any, tally: _Tally) -> tuple[str, str, str]:
-    """(kind, explanation, fix) for one namespace variable."""
-    capped = " (walk capped: more may be held)" if tally.capped else ""
-    if tally.graphs and tally.graph_bytes * 2 >= tally.bytes:
-        if isinstance(obj, torch.Tensor):
-            return (
-                "graph_retention",
-                f"`{name}` keeps its autograd graph alive: {tally.saved} saved tensors, "
-                f"{_mib(tally.graph_bytes)}",
-                f"call {name}.backward() or `del {name}`; keep {name}.detach() if you need it",
-            )
-        return (
-            "graph_retention",
-            f"{type(obj).__name__} `{name}` holds {tally.graphs} tensors with autograd graphs "
-            f"({tally.saved} saved tensors), e.g. losses.append(loss){capped}",
-            f"store plain numbers: {name}.append(loss.item()) (or loss.detach())",
-        )
-    if isinstance(obj, torch.Tensor):
-        return (
-            "tensor",
-            f"tensor {list(obj.shape)} {str(obj.dtype).replace('torch.', '')} on {obj.device}",
-            f"del {name}",
-        )
-    if isinstance(obj, torch.nn.Module):
-        return (
-            "module",
-            f"{type(obj).__name__} `{name}`: parameters, gradients and buffers",
-            f"{name}.zero_grad(set_to_none=True) frees gradients; del {name} and its optimizer",
-        )
-    if isinstance(obj, torch.optim.Optimizer):
-        return (
-            "optimizer",
-            f"{type(obj).__name__} `{name}`: per-parameter state (e.g. Adam's exp_avg/sq)",
-            f"del {name} (state is rebuilt lazily on the next step)",
-        )
-    if isinstance(obj, _CONTAINERS):
-        return (
-            "container",
-            f"{type(obj).__name__} `{name}` with {len(obj)} items holding {tally.tensors} "
-            f"tensors{capped}",
-            f"del {name} (or {name}.clear())",
-        )
-    return (
-        "object",
-        f"{type(obj).__name__} `{name}` holds {tally.tensors} tensors in its attributes{capped}",
-        f"del {name}",
-    )
 
 
 #: Names seen in a namespace, and those of them that are never user variables (IPython's
@@ -354,80 +317,3 @@ def _traceback_frames(shell: Any, namespace: dict[str, Any]) -> list[dict[str, A
                     frames.append(dict(frame.f_locals))
             tb = tb.tb_next
     return frames
-
-
-def scan_holders(
-    namespace: dict[str, Any],
-    shell: Any,
-    deadline: float,
-    limits: Optional[ScanLimits] = None,
-    param_keys: Optional[set[StorageKey]] = None,
-    items: Optional[list[tuple[str, Any]]] = None,
-    checkpoint_frames: Optional[list[Any]] = None,
-) -> tuple[list[dict[str, Any]], Optional[str]]:
-    """The protocol's ``holders`` list (bytes desc) and a skip reason when over budget.
-
-    ``param_keys``: parameter storages, never charged to an autograd graph that saves them.
-    ``items``: the namespace's ``user_items`` when the caller has them already.
-    ``checkpoint_frames``: checkpoint frames the activation tracker saw (see checkpoints.py).
-    """
-    limits = limits or ScanLimits()
-    scanner = HolderScanner(deadline, limits, param_keys, checkpoint_frames)
-    found: list[dict[str, Any]] = []
-    if items is None:
-        hidden = getattr(shell, "user_ns_hidden", {}) if shell is not None else {}
-        items = user_items(namespace, hidden)
-    skipped: Optional[str] = None
-    done = 0
-    try:
-        for name, value in items:
-            tally = _Tally()
-            scanner.walk(value, tally)
-            done += 1
-            if tally.bytes >= limits.min_bytes:
-                kind, why, fix = _describe_variable(name, value, tally)
-                found.append(_holder(name, kind, tally.bytes, why, fix))
-        tally = _Tally()
-        scanner.walk_all(_output_cache_objects(namespace, shell), tally, depth=1)
-        if tally.bytes >= limits.min_bytes:
-            found.append(
-                _holder(
-                    "Out / _ (output cache)",
-                    "output_cache",
-                    tally.bytes,
-                    f"IPython's output cache keeps {tally.tensors} displayed tensors alive",
-                    "%reset -f out",
-                )
-            )
-        tally = _Tally()
-        for local_vars in _traceback_frames(shell, namespace):
-            scanner.walk_all(local_vars.values(), tally, depth=1)
-        if tally.bytes >= limits.min_bytes:
-            found.append(
-                _holder(
-                    "sys.last_traceback",
-                    "traceback",
-                    tally.bytes,
-                    f"the last failed cell's traceback keeps {tally.tensors} tensors in its "
-                    "frames' locals alive",
-                    "import sys; sys.last_traceback = sys.last_value = sys.last_exc = None; "
-                    "get_ipython().InteractiveTB.tb = None",
-                )
-            )
-    except OverBudget:
-        skipped = (
-            f"holders scan over its time budget: stopped after {done} of {len(items)} "
-            "variables (partial results)"
-        )
-    found.sort(key=lambda h: -int(h["bytes"]))
-    return found, skipped
-
-
-def _holder(name: str, kind: str, nbytes: int, explanation: str, fix: str) -> dict[str, Any]:
-    return {
-        "name": name,
-        "kind": kind,
-        "bytes": int(nbytes),
-        "explanation": explanation,
-        "fix": fix,
-    }

@@ -1,0 +1,79 @@
+"""A holders scan over its time budget is partial, never a warning, and completes itself:
+it continues where it stopped while the kernel is idle, until the list is complete."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from test_kernel_insight import Session
+
+pytestmark = pytest.mark.kernel
+MIB = 2**20
+DEMO = Path(__file__).resolve().parents[2] / "examples" / "demo.ipynb"
+
+
+@pytest.fixture
+def session() -> Iterator[Session]:
+    s = Session()
+    yield s
+    s.k.close()
+
+
+def insights_until_complete(session: Session, first: dict[str, Any]) -> list[dict[str, Any]]:
+    """``first`` and the insights that follow it until one is not partial."""
+    seen = [first]
+    while seen[-1].get("partial"):
+        assert not seen[-1]["skipped"], seen[-1]["skipped"]
+        seen.append(session.k.comm_data(session.stream, "insight", timeout=20)["insight"])
+    return seen
+
+
+def no_notices(session: Session, start: int) -> None:
+    notices = list(session.k.messages_between(start, session.stream, "notice"))
+    assert not notices, [n["content"]["data"] for n in notices]
+
+
+def test_150_variables_are_all_listed(session: Session) -> None:
+    session.cell("import torch", "hp-import")
+    reply = session.k.request(session.control, "set_settings", {"insight_budget_ms": 0.5})
+    assert reply["type"] == "reply"
+    start = len(session.k.iopub)
+    code = "for _i in range(150):\n    globals()[f'v{_i}'] = torch.ones(MIB // 4)\ndel _i"
+    first = session.cell_insight("MIB = 2**20\n" + code, "hp-150")
+    assert first.get("partial") is True and first["skipped"] is None
+    assert len(first["holders"]) < 150
+    final = insights_until_complete(session, first)[-1]
+    names = {h["name"]: h["bytes"] for h in final["holders"]}
+    assert names == {f"v{i}": MIB for i in range(150)}
+    no_notices(session, start)
+    # the same list as one unbounded scan (an on-demand snapshot, 2 s budget)
+    snapshot = session.k.request(session.control, "get_insight", {})["result"]["insight"]
+    assert snapshot["holders"] == final["holders"] and "partial" not in snapshot
+
+
+def test_the_demo_holders_are_complete(session: Session) -> None:
+    cells = [
+        "".join(c["source"])
+        for c in json.loads(DEMO.read_text(encoding="utf-8"))["cells"]
+        if c["cell_type"] == "code"
+    ]
+    session.cell(cells[0], "demo-0")  # %load_ext, import torch
+    session.k.request(session.control, "set_settings", {"insight_budget_ms": 1})
+    start = len(session.k.iopub)
+    for i, code in enumerate(cells[1:-1], start=1):
+        if "losses.append(loss)  #" in code:
+            break  # stop with the leak in place: the list holds 8 graphs
+        session.k.execute(code.replace("range(15)", "range(2)"), f"demo-{i}")  # quicker
+    first = session.cell_insight(code, "demo-leak")
+    final = insights_until_complete(session, first)[-1]
+    holders = {h["name"]: h for h in final["holders"]}
+    assert {"model", "optimizer", "losses"} <= set(holders), sorted(holders)
+    assert holders["losses"]["kind"] == "graph_retention"
+    no_notices(session, start)
+    snapshot = session.k.request(session.control, "get_insight", {})["result"]["insight"]
+    assert snapshot["holders"] == final["holders"]
