@@ -341,3 +341,15 @@ def test_report_filename_is_a_plain_name() -> None:
         report_filename(HOSTILE + ".ipynb", "json")
         == "script_img_src_x_onerror_alert_1.vramscope.json"
     )
+
+
+def test_html_draws_the_largest_cells_when_there_are_many(monkeypatch: pytest.MonkeyPatch) -> None:
+    from vramscope.exports import chart_data
+
+    monkeypatch.setattr(chart_data, "MAX_CELLS", 3)
+    report = make_report(["a", "b", "c", "d", "e"])  # peaks grow with the cell: 1..4 MiB
+    page = render(report, "html")
+    data = _data_block(page)
+    assert [c["label"] for c in data["cells"]] == ["[3]", "[4]", "[5]"]  # in cell order
+    assert data["cellsLeftOut"] == 2 and "2 smaller cells are not drawn" in page
+    assert page.count("<tr>") >= 5 + 1  # the all-cells table still lists every cell

@@ -76,7 +76,8 @@ def cells(report: Mapping[str, Any], t0: float) -> tuple[list[dict[str, Any]], i
     all_cells = list(report.get("cells") or [])
     chosen = list(range(len(all_cells)))
     if len(chosen) > MAX_CELLS:
-        peak = {i: (main_device(all_cells[i]) or (0, 0, "", 0, 0))[4] for i in chosen}
+        mains = [main_device(c) for c in all_cells]
+        peak = [m.peak if m is not None else 0 for m in mains]
         chosen = sorted(sorted(chosen, key=lambda i: -peak[i])[:MAX_CELLS])
     out = []
     for i in chosen:

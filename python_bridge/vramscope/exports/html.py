@@ -21,6 +21,7 @@ from .summary import (
     BREAKDOWN_PARTS,
     CellDevice,
     advice_items,
+    cell_devices,
     cell_label,
     fmt_bytes,
     fmt_time,
@@ -158,8 +159,6 @@ def _sections(report: Mapping[str, Any]) -> list[str]:
         out.append(_table(("what", "figures"), ([h(a), h(b)] for a, b in advice)))
     cells = report.get("cells") or []
     if cells:
-        from .summary import cell_devices
-
         out.append(f"<details><summary>All {len(cells)} cells</summary>")
         out.append(_table(CELL_HEADER, map(_cell_row, cell_devices(report)), "all-cells"))
         out.append("</details>")
