@@ -54,6 +54,8 @@ class Advisor:
     source_of: an execution count -> that cell's source ("" when unknown).
     records: the recorded cells (CellRecord dicts), oldest first.
     last_insight: the latest after-cell Insight (holders), or None.
+    watch: makes model insight measure a module (the model the training cell uses, when it
+        is not a namespace name such as ``trainer.model``).
     """
 
     def __init__(
@@ -62,11 +64,13 @@ class Advisor:
         source_of: SourceFn,
         records: Callable[[], list[dict[str, Any]]],
         last_insight: Callable[[], dict[str, Any] | None],
+        watch: Callable[[Any], None] | None = None,
     ) -> None:
         self._ns = namespace
         self._source_of = source_of
         self._records = records
         self._last_insight = last_insight
+        self._watch = watch
         self.log = CellLog()
 
     # --- per cell ---------------------------------------------------------------------------
@@ -125,6 +129,8 @@ class Advisor:
         cells = self._cells()
         training_run = self._training_run(cells)
         ctx = build_context(torch, self._ns(), cells, training_run, model, self._last_insight())
+        if ctx.model is not None and not ctx.layers and self._watch is not None:
+            self._watch(ctx.model)  # measure this module (not a namespace name) from now on
         runs = list(self.log.recent)
         suggestions: list[Suggestion] = []
         for technique in (checkpointing.suggest, autocast.suggest, accumulation.suggest):

@@ -154,12 +154,18 @@ def build_context(
     insight = training_run.insight if training_run and training_run.insight else None
     notes: list[str] = []
     if model_name is None:
-        model_name = (insight or {}).get("model") or (names.model if names.model else None)
+        measured = (insight or {}).get("model")
+        # a watched module without a namespace name is reported as "<Class>": the training
+        # cell's own expression (trainer.model) names it better
+        if not measured or (measured.startswith("<") and names.model):
+            measured = names.model
+        model_name = measured
     model = _lookup(ns, model_name, torch)
     if model is None and model_name is None:
         model_name, model = _largest(ns, torch)
     layers: list[dict[str, Any]] = []
-    if insight is not None and insight.get("model") == model_name:
+    measured = (insight or {}).get("model")
+    if insight is not None and (measured == model_name or _same_module(measured, model)):
         layers = [dict(r) for r in insight.get("layers", ())]
     elif training is None:
         notes.append(
@@ -192,6 +198,11 @@ def build_context(
         cells=cells,
         notes=notes,
     )
+
+
+def _same_module(measured: str | None, model: Any) -> bool:
+    """Insight names a watched module that has no namespace name ``<ClassName>``."""
+    return model is not None and measured == f"<{type(model).__name__}>"
 
 
 def _lookup(ns: dict[str, Any], name: str | None, torch: Any) -> Any:

@@ -17,6 +17,7 @@ class OptimizeLink:
             source_of=self._source_of,
             records=lambda: list(runtime.recorder.records),
             last_insight=lambda: runtime.insight.last,
+            watch=lambda module: runtime.insight.watch(module),
         )
         self._model: str | None = None  # the last model advice was asked for
 

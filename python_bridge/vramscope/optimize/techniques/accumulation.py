@@ -27,10 +27,8 @@ def batch_vars(ctx: Context) -> list[str]:
     torch = ctx.torch
     loop = ctx.region.loop if ctx.region else None
     if loop is not None and ctx.names.batch_vars:
-        values = [ctx.ns.get(v) for v in ctx.names.batch_vars]
-        if all(isinstance(v, torch.Tensor) for v in values):
-            return list(ctx.names.batch_vars)
-        return []
+        # the loop target's tensors (for step, (x, y) in enumerate(loader): x and y)
+        return [v for v in ctx.names.batch_vars if isinstance(ctx.ns.get(v), torch.Tensor)]
     if ctx.names.batch and isinstance(ctx.ns.get(ctx.names.batch), torch.Tensor):
         return [ctx.names.batch]
     return []
