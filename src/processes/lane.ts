@@ -5,11 +5,15 @@
  */
 import type { ProcessPoint } from '../protocol';
 
-/** The time span and the value scale shared by every lane (lanes compare). */
+/**
+ * The time span and the value scales shared by every lane (lanes compare): RSS up to `max`,
+ * USS up to `maxUss` (its own scale, so a worker's private growth shows whatever its RSS).
+ */
 export interface ILaneRange {
   t0: number;
   t1: number;
   max: number;
+  maxUss: number;
 }
 
 /** Min and max of `points[i][column]` per pixel column (NaN where a column has none). */
@@ -77,9 +81,9 @@ export function drawLane(
   }
   const ctx = canvas.getContext('2d');
   ctx?.clearRect(0, 0, w, h);
-  const max = range.max || 1;
-  const y = (v: number) => h - 0.5 - (v / max) * (h - 1);
   for (const column of [1, 2] as const) {
+    const max = (column === 1 ? range.max : range.maxUss) || 1;
+    const y = (v: number) => h - 0.5 - (v / max) * (h - 1);
     const { lo, hi } = laneColumns(points, range, w, column);
     if (column === 1) {
       let columns = 0;

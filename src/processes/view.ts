@@ -113,7 +113,12 @@ export class ProcessesView extends Widget implements IMemorySessionView {
     this._renderFindings(model.findings);
     this._summary.className = 'vramscope-Processes-summary';
     this._summary.textContent = Private.summary(model);
-    const range: ILaneRange = { t0: Infinity, t1: -Infinity, max: 0 };
+    const range: ILaneRange = {
+      t0: Infinity,
+      t1: -Infinity,
+      max: 0,
+      maxUss: 0
+    };
     for (const proc of processes) {
       const lane = model.lane(proc.key);
       if (lane.length) {
@@ -121,6 +126,7 @@ export class ProcessesView extends Widget implements IMemorySessionView {
         range.t1 = Math.max(range.t1, lane[lane.length - 1][0]);
       }
       range.max = Math.max(range.max, proc.peak_rss);
+      range.maxUss = Math.max(range.maxUss, proc.peak_uss);
     }
     const colors = laneColors(this.node);
     const seen = new Set<string>();
@@ -235,7 +241,9 @@ namespace Private {
       const cell = h('td', 'vramscope-Processes-laneCell', undefined, {
         colspan: '3'
       });
-      cell.title = 'RSS (grey) and private memory, USS (blue), over time';
+      cell.title =
+        'RSS (grey) and private memory, USS (blue), over time; each on a scale shared ' +
+        'by all processes';
       this.canvas = cell.appendChild(h('canvas', 'vramscope-Processes-lane'));
       this.laneRow.appendChild(cell);
     }

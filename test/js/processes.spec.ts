@@ -328,7 +328,7 @@ describe('laneColumns', () => {
     for (let i = 0; i < 1000; i++) {
       points.push([i, i === 500 ? 10_000 : i % 7, i % 10 ? null : 3, 0]);
     }
-    const range = { t0: 0, t1: 1000, max: 10_000 };
+    const range = { t0: 0, t1: 1000, max: 10_000, maxUss: 3 };
     const rss = laneColumns(points, range, 50, 1);
     expect(Math.max(...rss.hi)).toBe(10_000);
     expect(rss.lo[0]).toBe(0);
@@ -342,7 +342,12 @@ describe('laneColumns', () => {
       [0, 1, null, 0],
       [10, 2, null, 0]
     ];
-    const { hi } = laneColumns(points, { t0: 0, t1: 10, max: 2 }, 10, 1);
+    const { hi } = laneColumns(
+      points,
+      { t0: 0, t1: 10, max: 2, maxUss: 0 },
+      10,
+      1
+    );
     expect(hi[0]).toBe(1);
     expect(hi[9]).toBe(2);
     expect(Number.isNaN(hi[5])).toBe(true);
