@@ -140,6 +140,42 @@ def training(rounds: int, samples: int) -> list[str]:
     return lines
 
 
+def direct_cost(reports: int) -> list[str]:
+    """What one report costs the reporting process (CPU time of the calling thread): the floor
+    the A/B above cannot resolve on a shared machine."""
+    sizes: list[int] = []
+    service = make_service(sizes)
+    service.start()
+    reporter.configure(None)
+    assert service.collector is not None and service.collector.address is not None
+    target = reporter.Target(service.collector.address, service.collector.token.encode())
+    rep = reporter.Reporter(target, forked=False)
+    rep.report()  # opens the socket and /proc descriptors
+    rep._next_rollup = float("inf")  # plain reports: statm, VmHWM, role, JSON, HMAC, send
+    start = time.thread_time()
+    for _ in range(reports):
+        rep.report()
+    plain = (time.thread_time() - start) / reports
+    rollups = max(10, reports // 20)
+    start = time.thread_time()
+    for _ in range(rollups):
+        rep._next_rollup = 0.0
+        rep.report()
+    rollup = (time.thread_time() - start) / rollups - plain
+    rss = rep._reader.rss() if rep._reader else 0
+    rep.stop()
+    service.stop()
+    hz = reporter.DEFAULT_HZ
+    share = plain * hz + min(rollup * hz, reporter.ROLLUP_CPU_SHARE)
+    return [
+        f"one report, without USS/PSS: {1e6 * plain:.0f} us CPU; the USS/PSS read "
+        f"(smaps_rollup) of this {rss / MiB:.0f} MiB process: {1e3 * rollup:.2f} ms CPU",
+        f"a worker reporting at the default {hz:g} Hz (USS/PSS capped at "
+        f"{100 * reporter.ROLLUP_CPU_SHARE:g}% of a core) spends at most {100 * share:.2f}% "
+        "of one core on it",
+    ]
+
+
 def _sender(address: str, token: bytes, ranks: int, hz: float, seconds: float) -> None:
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     path = address[len("unix:") :]
@@ -220,6 +256,7 @@ def main() -> None:
     parser.add_argument("--record", action="store_true")
     args = parser.parse_args()
     lines = training(args.rounds, args.samples)
+    lines += direct_cost(2000)
     lines += collector(args.ranks, args.hz, args.seconds)
     lines.append(f"machine: {os.cpu_count()} CPU cores, torch {torch.__version__}")
     for line in lines:
