@@ -35,6 +35,27 @@ const PARTS: ReadonlyArray<[BreakdownKey, string]> = [
   ['outside_pytorch', 'Outside PyTorch']
 ];
 
+/** What each part is (the legend rows' and the bar segments' tooltips). */
+export const PART_HELP: { [key in BreakdownKey]: string } = {
+  parameters: "The watched models' parameters and buffers.",
+  gradients: "The parameters' .grad tensors.",
+  optimizer_state:
+    "The optimizers' state (e.g. Adam's two moments per parameter).",
+  activations:
+    'Tensors saved for backward by the forward passes still alive (per layer below).',
+  other:
+    'In use on this device and claimed by no category above: tensors that belong to no ' +
+    'model (your variables: see "What is holding memory"), the PyTorch runtime itself ' +
+    '(on CPU: the libraries and caches loaded with torch, measured from the moment torch ' +
+    "is imported), the allocator's own bookkeeping, and Python objects.",
+  reserved_free:
+    "Held by PyTorch's CUDA caching allocator but not allocated to a tensor (reserved " +
+    'minus allocated): reused by the next allocations; torch.cuda.empty_cache() returns it.',
+  outside_pytorch:
+    'Used on the device outside PyTorch: the CUDA context, other libraries and other ' +
+    'processes (device used minus reserved).'
+};
+
 /**
  * The parts of a breakdown and the total they add up to: `total_bytes` (the measured in-use
  * bytes) plus, on CUDA, the reserved-but-free cache and memory outside PyTorch.
@@ -146,13 +167,14 @@ namespace Private {
         const seg = document.createElement('span');
         seg.className = `vramscope-Breakdown-segment ${cls(p.key)}`;
         seg.style.width = `${p.percent}%`;
-        seg.title = `${p.label}: ${formatBytes(p.bytes)} (${p.percent.toFixed(1)}%)`;
+        seg.title = `${p.label}: ${formatBytes(p.bytes)} (${p.percent.toFixed(1)}%)\n${PART_HELP[p.key]}`;
         bar.appendChild(seg);
       }
       const row = legend.insertRow();
       row.className = 'vramscope-Breakdown-row';
       row.dataset.key = p.key;
       row.dataset.bytes = String(p.bytes);
+      row.title = PART_HELP[p.key];
       const sw = row.insertCell();
       const swatch = document.createElement('span');
       swatch.className = `vramscope-Breakdown-swatch ${cls(p.key)}`;

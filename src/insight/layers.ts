@@ -1,12 +1,23 @@
 /**
  * Per-layer saved activations: a horizontal bar per module (live `saved_bytes`, with the
- * layer's peak as a lighter bar behind it), sorted by size, top N, filtered by module path.
- * Plain DOM bars: light, themeable, and testable without plotly.
+ * layer's peak as a lighter bar behind it). Shown as a tree of blocks (./layertree.ts: totals
+ * per module path, collapsible, the model output and the loss named, the dtypes of the saved
+ * bytes, checkpointed blocks marked) or as the flat exact list (sorted by size, top N); both
+ * filtered by module path. Plain DOM bars: light, themeable, and testable without plotly.
  */
 import { Widget } from '@lumino/widgets';
 
 import { formatBytes } from '../format';
 import type { ILayerInfo } from '../protocol';
+import {
+  buildLayerTree,
+  defaultExpanded,
+  dtypeTag,
+  ILayerNode,
+  nodeTooltip,
+  specialName,
+  visibleNodes
+} from './layertree';
 
 /** Filter (case-insensitive substring of the module path), sort by live then peak bytes, cut. */
 export function selectLayers(
@@ -44,6 +55,7 @@ export class LayersView extends Widget {
     super();
     this.addClass('vramscope-Layers');
     this._topN = options.topN ?? 15;
+    this._mode = options.mode ?? 'tree';
 
     const head = document.createElement('div');
     head.className = 'vramscope-Layers-head';
@@ -64,7 +76,11 @@ export class LayersView extends Widget {
     this._topInput.setAttribute('aria-label', 'Layers shown');
     this._topInput.value = String(this._topN);
     this._topInput.addEventListener('change', this);
-    head.append(title, this._filterInput, this._topInput);
+    this._modeButton = document.createElement('button');
+    this._modeButton.type = 'button';
+    this._modeButton.className = 'vramscope-Layers-mode';
+    this._modeButton.addEventListener('click', this);
+    head.append(title, this._filterInput, this._topInput, this._modeButton);
 
     this._list = document.createElement('div');
     this._list.className = 'vramscope-Layers-list';
@@ -72,6 +88,24 @@ export class LayersView extends Widget {
     this._foot = document.createElement('div');
     this._foot.className = 'vramscope-Layers-foot';
     this.node.append(head, this._list, this._foot);
+    this._list.addEventListener('click', this);
+    this._render();
+  }
+
+  /** 'tree': totals per block; 'flat': the exact per-module list (top N). */
+  get mode(): LayersView.Mode {
+    return this._mode;
+  }
+  set mode(value: LayersView.Mode) {
+    this._mode = value;
+    this._render();
+  }
+
+  /** Expand or collapse a block of the tree. */
+  toggle(path: string): void {
+    if (!this._expanded.delete(path)) {
+      this._expanded.add(path);
+    }
     this._render();
   }
 
@@ -80,6 +114,12 @@ export class LayersView extends Widget {
   }
   set layers(value: ReadonlyArray<ILayerInfo>) {
     this._layers = value;
+    this._tree = buildLayerTree(value);
+    if (!this._expandedSet) {
+      // first layers seen: open the top blocks; the user's choices are kept afterwards
+      this._expanded = defaultExpanded(this._tree);
+      this._expandedSet = value.length > 0;
+    }
     this._render();
   }
 
@@ -106,7 +146,17 @@ export class LayersView extends Widget {
   }
 
   handleEvent(event: Event): void {
-    if (event.currentTarget === this._filterInput) {
+    const target = event.target as HTMLElement;
+    if (event.currentTarget === this._list) {
+      const row = target
+        .closest?.('.vramscope-Layers-expand')
+        ?.closest('.vramscope-Layers-bar') as HTMLElement | null;
+      if (row?.dataset.path !== undefined) {
+        this.toggle(row.dataset.path);
+      }
+    } else if (event.currentTarget === this._modeButton) {
+      this.mode = this._mode === 'tree' ? 'flat' : 'tree';
+    } else if (event.currentTarget === this._filterInput) {
       this.filter = this._filterInput.value;
     } else if (event.currentTarget === this._topInput) {
       this.topN = Number(this._topInput.value);
@@ -114,6 +164,132 @@ export class LayersView extends Widget {
   }
 
   private _render(): void {
+    const tree = this._mode === 'tree';
+    this._modeButton.textContent = tree ? 'Flat list' : 'Tree';
+    this._modeButton.title = tree
+      ? 'Show every module as one exact row, largest first'
+      : 'Show totals per block, by module path';
+    this._topInput.hidden = tree;
+    this.node.dataset.mode = this._mode;
+    if (tree) {
+      this._renderTree();
+    } else {
+      this._renderFlat();
+    }
+  }
+
+  private _renderTree(): void {
+    const rows = visibleNodes(this._tree, this._expanded, this._filter);
+    let scale = 0;
+    for (const n of rows) {
+      scale = Math.max(scale, n.total, n.peak);
+    }
+    this._list.textContent = '';
+    for (const n of rows) {
+      const row = this._bar(
+        n.path,
+        n.layer?.saved_bytes ?? 0,
+        n.total,
+        n.peak,
+        scale
+      );
+      row.classList.add('vramscope-mod-tree');
+      row.dataset.total = String(n.total);
+      row.title = nodeTooltip(n);
+      const name = row.querySelector('.vramscope-Layers-name') as HTMLElement;
+      name.textContent = '';
+      name.style.paddingLeft = `${n.depth * 10}px`;
+      name.append(this._expander(n), n.name || '(model)');
+      if (n.layer?.type && !specialName(n.layer)) {
+        const type = document.createElement('span');
+        type.className = 'vramscope-Layers-type';
+        type.textContent = n.layer.type;
+        name.appendChild(type);
+      }
+      const tags = document.createElement('span');
+      tags.className = 'vramscope-Layers-tags';
+      const dtypes = dtypeTag(n);
+      if (dtypes) {
+        const tag = document.createElement('span');
+        tag.className = 'vramscope-Layers-dtype';
+        tag.textContent = dtypes;
+        tags.appendChild(tag);
+      }
+      if (n.layer?.checkpointed) {
+        const ckpt = document.createElement('span');
+        ckpt.className = 'vramscope-Layers-ckpt';
+        ckpt.textContent = 'ckpt';
+        ckpt.title = 'checkpointed: recomputed in backward';
+        tags.appendChild(ckpt);
+      }
+      row.querySelector('.vramscope-Layers-value')!.prepend(tags);
+      this._list.appendChild(row);
+    }
+    const total = this._tree.reduce((s, n) => s + n.total, 0);
+    this._setFoot(
+      total,
+      `${rows.length} rows (${this._layers.length} modules; ${formatBytes(total)} saved now).`
+    );
+  }
+
+  /** The expand/collapse button of a block (an empty spacer for a leaf). */
+  private _expander(n: ILayerNode): HTMLElement {
+    const open = this._expanded.has(n.path) || !!this._filter.trim();
+    const button = document.createElement(
+      n.children.length ? 'button' : 'span'
+    );
+    button.className = 'vramscope-Layers-expand';
+    if (n.children.length) {
+      (button as HTMLButtonElement).type = 'button';
+      button.textContent = open ? '▾' : '▸';
+      button.setAttribute('aria-expanded', String(open));
+      button.title = open ? 'Collapse' : 'Expand';
+    }
+    return button;
+  }
+
+  private _setFoot(total: number, text: string): void {
+    this._foot.dataset.totalBytes = String(total);
+    this._foot.textContent = this._layers.length
+      ? text
+      : 'No layers recorded yet: run a forward pass of the watched model.';
+  }
+
+  /** One bar row: name, track (live over peak) and value. */
+  private _bar(
+    path: string,
+    bytes: number,
+    live: number,
+    peakBytes: number,
+    scale: number
+  ): HTMLDivElement {
+    const row = document.createElement('div');
+    row.className = 'vramscope-Layers-bar';
+    row.setAttribute('role', 'listitem');
+    row.dataset.path = path;
+    row.dataset.bytes = String(bytes);
+    const name = document.createElement('span');
+    name.className = 'vramscope-Layers-name';
+    const track = document.createElement('span');
+    track.className = 'vramscope-Layers-track';
+    const peak = document.createElement('span');
+    peak.className = 'vramscope-Layers-peak';
+    peak.style.width = pct(peakBytes, scale);
+    const bar = document.createElement('span');
+    bar.className = 'vramscope-Layers-live';
+    bar.style.width = pct(live, scale);
+    track.append(peak, bar);
+    const value = document.createElement('span');
+    value.className = 'vramscope-Layers-value';
+    value.textContent =
+      peakBytes > live
+        ? `${formatBytes(live)} (peak ${formatBytes(peakBytes)})`
+        : formatBytes(live);
+    row.append(name, track, value);
+    return row;
+  }
+
+  private _renderFlat(): void {
     const { shown, matched } = selectLayers(
       this._layers,
       this._filter,
@@ -125,54 +301,36 @@ export class LayersView extends Widget {
     }
     this._list.textContent = '';
     for (const l of shown) {
-      const row = document.createElement('div');
-      row.className = 'vramscope-Layers-bar';
-      row.setAttribute('role', 'listitem');
-      row.dataset.path = l.path;
-      row.dataset.bytes = String(l.saved_bytes);
+      const row = this._bar(
+        l.path,
+        l.saved_bytes,
+        l.saved_bytes,
+        l.peak_saved_bytes,
+        scale
+      );
       row.title = layerTooltip(l);
-
-      const name = document.createElement('span');
-      name.className = 'vramscope-Layers-name';
+      const name = row.querySelector('.vramscope-Layers-name') as HTMLElement;
       name.textContent = l.path || '(root)';
       const type = document.createElement('span');
       type.className = 'vramscope-Layers-type';
       type.textContent = l.type;
       name.appendChild(type);
-
-      const track = document.createElement('span');
-      track.className = 'vramscope-Layers-track';
-      const peak = document.createElement('span');
-      peak.className = 'vramscope-Layers-peak';
-      peak.style.width = pct(l.peak_saved_bytes, scale);
-      const live = document.createElement('span');
-      live.className = 'vramscope-Layers-live';
-      live.style.width = pct(l.saved_bytes, scale);
-      track.append(peak, live);
-
-      const value = document.createElement('span');
-      value.className = 'vramscope-Layers-value';
-      value.textContent =
-        l.peak_saved_bytes > l.saved_bytes
-          ? `${formatBytes(l.saved_bytes)} (peak ${formatBytes(l.peak_saved_bytes)})`
-          : formatBytes(l.saved_bytes);
-
-      row.append(name, track, value);
       this._list.appendChild(row);
     }
     const total = this._layers.reduce((s, l) => s + l.saved_bytes, 0);
-    this._foot.dataset.totalBytes = String(total);
-    if (!this._layers.length) {
-      this._foot.textContent =
-        'No layers recorded yet: run a forward pass of the watched model.';
-    } else {
-      this._foot.textContent =
-        `Showing ${shown.length} of ${matched} matching ` +
-        `(${this._layers.length} layers; ${formatBytes(total)} saved now).`;
-    }
+    this._setFoot(
+      total,
+      `Showing ${shown.length} of ${matched} matching ` +
+        `(${this._layers.length} layers; ${formatBytes(total)} saved now).`
+    );
   }
 
   private _layers: ReadonlyArray<ILayerInfo> = [];
+  private _tree: ILayerNode[] = [];
+  private _expanded = new Set<string>();
+  private _expandedSet = false;
+  private _mode: LayersView.Mode;
+  private _modeButton: HTMLButtonElement;
   private _filter = '';
   private _topN: number;
   private _filterInput: HTMLInputElement;
@@ -182,9 +340,13 @@ export class LayersView extends Widget {
 }
 
 export namespace LayersView {
+  export type Mode = 'tree' | 'flat';
+
   export interface IOptions {
-    /** Rows shown (default 15). */
+    /** Rows shown in the flat list (default 15). */
     topN?: number;
+    /** The view shown first (default 'tree'). */
+    mode?: Mode;
   }
 }
 

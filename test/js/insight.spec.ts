@@ -5,6 +5,12 @@ import type { IBreakdown, IInsight, ILayerInfo } from '../../src/protocol';
 import { breakdownParts, BreakdownView } from '../../src/insight/breakdown';
 import { HoldersView, sortHolders } from '../../src/insight/holders';
 import { LayersView, selectLayers } from '../../src/insight/layers';
+import {
+  buildLayerTree,
+  dtypeTag,
+  ILayerNode,
+  nodeTooltip
+} from '../../src/insight/layertree';
 import { InsightView } from '../../src/insight/view';
 
 const MiB = 2 ** 20;
@@ -124,7 +130,7 @@ describe('selectLayers', () => {
 
 describe('LayersView', () => {
   it('renders sorted bars with widths and hover details, filter and top N from the DOM', () => {
-    const view = attach(new LayersView({ topN: 4 }));
+    const view = attach(new LayersView({ topN: 4, mode: 'flat' }));
     view.layers = LAYERS;
     const rows = () =>
       Array.from(
@@ -172,6 +178,140 @@ describe('LayersView', () => {
     expect(rows()).toHaveLength(2);
     expect(view.node.querySelector('.vramscope-Layers-foot')!.textContent).toBe(
       'Showing 2 of 6 matching (6 layers; 57.0 MiB saved now).'
+    );
+    view.dispose();
+  });
+});
+
+describe('layer tree', () => {
+  const GPT: ILayerInfo[] = [
+    {
+      ...layer('', 6 * MiB, 6 * MiB, 'GPT2LMHeadModel'),
+      output_shape: [2, 64, 50257]
+    },
+    layer('transformer', 0, 0, 'GPT2Model'),
+    layer('transformer.h', 0, 0, 'ModuleList'),
+    {
+      ...layer('transformer.h.0', 1 * MiB, 1 * MiB, 'GPT2Block'),
+      checkpointed: true,
+      saved_by_dtype: { bfloat16: 1 * MiB }
+    },
+    {
+      ...layer('transformer.h.0.attn', 3 * MiB, 3 * MiB, 'GPT2Attention'),
+      saved_by_dtype: { bfloat16: 2 * MiB, float32: 1 * MiB }
+    },
+    layer('transformer.h.0.mlp', 4 * MiB, 4 * MiB, 'GPT2MLP'),
+    layer('transformer.h.1', 1 * MiB, 1 * MiB, 'GPT2Block'),
+    layer('transformer.h.1.attn', 2 * MiB, 2 * MiB, 'GPT2Attention'),
+    layer('lm_head', 5 * MiB),
+    {
+      ...layer('<other>', 12 * MiB, 12 * MiB, ''),
+      output_shape: null,
+      saved_by_dtype: { float32: 12 * MiB }
+    }
+  ];
+
+  it('rolls saved bytes up by module path, with named output and loss rows', () => {
+    const roots = buildLayerTree(GPT);
+    const byPath = new Map<string, ILayerNode>();
+    const walk = (n: ILayerNode) => {
+      byPath.set(n.path, n);
+      n.children.forEach(walk);
+    };
+    roots.forEach(walk);
+    // ground truth: each block's total is the sum of the flat rows under its path
+    for (const [path, node] of byPath) {
+      if (path === '' || path === '<other>') {
+        continue;
+      }
+      const truth = GPT.filter(
+        l => l.path === path || l.path.startsWith(`${path}.`)
+      ).reduce((s, l) => s + l.saved_bytes, 0);
+      expect(node.total).toBe(truth);
+    }
+    expect(byPath.get('transformer.h.0')!.total).toBe(8 * MiB);
+    expect(byPath.get('transformer')!.total).toBe(11 * MiB);
+    // roots sorted by total; the model's own output and the outside row are named
+    expect(roots.map(r => r.path)).toEqual([
+      '<other>',
+      'transformer',
+      '',
+      'lm_head'
+    ]);
+    expect(byPath.get('')!.name).toBe('model output [2, 64, 50257]');
+    expect(byPath.get('<other>')!.name).toBe('loss and code outside the model');
+    // everything adds up to the flat total
+    expect(roots.reduce((s, r) => s + r.total, 0)).toBe(
+      GPT.reduce((s, l) => s + l.saved_bytes, 0)
+    );
+    // dtypes roll up, checkpointed blocks are marked (and their parents know)
+    const h0 = byPath.get('transformer.h.0')!;
+    expect(h0.byDtype).toEqual({ bfloat16: 3 * MiB, float32: 1 * MiB });
+    expect(dtypeTag(h0)).toBe('bf16 · f32');
+    expect(h0.checkpointed).toBe(true);
+    expect(byPath.get('transformer')!.checkpointed).toBe(true);
+    expect(byPath.get('transformer.h.1')!.checkpointed).toBe(false);
+    expect(nodeTooltip(h0)).toContain('checkpointed');
+    expect(nodeTooltip(byPath.get('<other>')!)).toContain('loss');
+  });
+
+  it('expands, collapses and filters in the view; the flat list stays exact', () => {
+    const view = attach(new LayersView());
+    view.layers = GPT;
+    const rows = () =>
+      Array.from(
+        view.node.querySelectorAll<HTMLElement>('.vramscope-Layers-bar')
+      );
+    const paths = () => rows().map(r => r.dataset.path);
+    expect(view.mode).toBe('tree');
+    // two levels open: the blocks with their totals, the checkpointed one marked
+    expect(paths()).toEqual([
+      '<other>',
+      'transformer',
+      'transformer.h',
+      'transformer.h.0',
+      'transformer.h.1',
+      '',
+      'lm_head'
+    ]);
+    const row = (p: string) => rows().find(r => r.dataset.path === p)!;
+    const click = (p: string) =>
+      (row(p).querySelector('.vramscope-Layers-expand') as HTMLElement).click();
+    expect(row('transformer').dataset.total).toBe(String(11 * MiB));
+    expect(row('transformer.h.0').dataset.total).toBe(String(8 * MiB));
+    expect(row('').textContent).toContain('model output [2, 64, 50257]');
+    expect(
+      row('<other>').querySelector('.vramscope-Layers-dtype')!.textContent
+    ).toBe('f32');
+    expect(
+      row('transformer.h.0').querySelector('.vramscope-Layers-ckpt')
+    ).not.toBeNull();
+    expect(
+      row('transformer.h.1').querySelector('.vramscope-Layers-ckpt')
+    ).toBeNull();
+    // expand a block: its layers; collapse transformer: everything under it goes
+    click('transformer.h.0');
+    expect(paths()).toContain('transformer.h.0.attn');
+    click('transformer');
+    expect(paths()).toEqual(['<other>', 'transformer', '', 'lm_head']);
+    // a filter shows the matches with their ancestors
+    view.filter = 'attn';
+    expect(paths()).toEqual([
+      'transformer',
+      'transformer.h',
+      'transformer.h.0',
+      'transformer.h.0.attn',
+      'transformer.h.1',
+      'transformer.h.1.attn'
+    ]);
+    // the flat exact list: a toggle away, one row per module, bytes adding up
+    view.filter = '';
+    (view.node.querySelector('.vramscope-Layers-mode') as HTMLElement).click();
+    expect(view.mode).toBe('flat');
+    view.topN = 100;
+    expect(rows()).toHaveLength(GPT.length);
+    expect(rows().reduce((s, r) => s + Number(r.dataset.bytes), 0)).toBe(
+      GPT.reduce((s, l) => s + l.saved_bytes, 0)
     );
     view.dispose();
   });
@@ -234,6 +374,16 @@ describe('breakdown', () => {
     );
     expect(cpuSegments).toHaveLength(2);
     expect((cpuSegments[1] as HTMLElement).style.width).toBe('75%');
+    // every part says what it is; "Other" names what it holds
+    for (const row of rows) {
+      expect(row.title.length).toBeGreaterThan(20);
+    }
+    const other = rows.find(r => r.dataset.key === 'other')!;
+    expect(other.title).toContain('tensors that belong to no model');
+    expect(other.title).toContain('runtime');
+    expect(rows.find(r => r.dataset.key === 'reserved_free')!.title).toContain(
+      'reserved minus allocated'
+    );
     view.dispose();
   });
 });
@@ -295,6 +445,20 @@ describe('InsightView', () => {
       ...INSIGHT,
       skipped: 'over budget after 12 of 40 variables'
     });
+    // the tree: encoder > layers > 1, 0 (two levels open, by total), embed, head
+    expect(
+      Array.from(
+        view.node.querySelectorAll<HTMLElement>('.vramscope-Layers-bar')
+      ).map(r => r.dataset.path)
+    ).toEqual([
+      'encoder',
+      'encoder.layers',
+      'encoder.layers.1',
+      'encoder.layers.0',
+      'embed',
+      'head'
+    ]);
+    view.layers.mode = 'flat';
     expect(view.node.querySelectorAll('.vramscope-Layers-bar')).toHaveLength(6);
     expect(view.node.querySelectorAll('.vramscope-Holders-row')).toHaveLength(
       3

@@ -187,6 +187,31 @@ test.describe('model insight (issue 4)', () => {
       ).toHaveAttribute('data-bytes', paramBytes);
     });
 
+    await test.step('the layer tree: per-block totals, the loss named', async () => {
+      const tree = (p: string) =>
+        insight.locator(`.vramscope-Layers-bar[data-path="${p}"]`);
+      await expect(insight.locator('.vramscope-Layers')).toHaveAttribute(
+        'data-mode',
+        'tree'
+      );
+      // the encoder's blocks with their totals, which add up to the whole
+      await expect(tree('layers.0')).toBeVisible();
+      await expect(tree('layers.1')).toBeVisible();
+      const totals = await insight
+        .locator('.vramscope-Layers-bar')
+        .evaluateAll(rows =>
+          rows
+            .filter(r => !(r as HTMLElement).dataset.path!.includes('.'))
+            .map(r => Number((r as HTMLElement).dataset.total))
+        );
+      expect(totals.reduce((a, b) => a + b, 0)).toBe(Number(truth));
+      await insight.locator('.vramscope-Layers-mode').click(); // the flat exact list
+      await expect(insight.locator('.vramscope-Layers')).toHaveAttribute(
+        'data-mode',
+        'flat'
+      );
+    });
+
     await test.step('per-layer saved activations equal the graph walk, to the byte', async () => {
       // the whole model's total, and every row shown adding up to it
       await expect(insight.locator('.vramscope-Layers-foot')).toHaveAttribute(
@@ -225,6 +250,7 @@ test.describe('model insight (issue 4)', () => {
       }
       await insight.locator('.vramscope-Layers-topn').fill('15');
       await insight.locator('.vramscope-Layers-topn').press('Enter');
+      await insight.locator('.vramscope-Layers-mode').click(); // back to the tree
     });
 
     await test.step('the losses list is listed as holding graphs', async () => {
