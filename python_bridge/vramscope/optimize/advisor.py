@@ -7,6 +7,7 @@ raises: a failure becomes a note in an otherwise empty Advice.
 
 from __future__ import annotations
 
+import gc
 import sys
 import time
 from typing import Any, Callable
@@ -94,10 +95,17 @@ class Advisor:
         torch = sys.modules.get("torch")
         if torch is None:
             return empty_advice("torch is not imported in this kernel: nothing to advise on")
+        # no cyclic collection in the middle: it would walk the user's whole heap (a big
+        # model's modules) for garbage that this short computation does not make
+        collecting = gc.isenabled()
+        gc.disable()
         try:
             advice = self._advise(torch, model)
         except Exception as exc:
             advice = empty_advice(f"advice failed: {type(exc).__name__}: {exc}")
+        finally:
+            if collecting:
+                gc.enable()
         advice["compute_ms"] = round((time.perf_counter() - start) * 1000.0, 3)
         return advice
 

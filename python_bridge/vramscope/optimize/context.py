@@ -30,18 +30,30 @@ class Context:
     cells: list[CellSource] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     _grads_seen: bool = False
+    _subtree: dict[str, int] | None = None
+    _rows: dict[str, dict[str, Any]] | None = None
+    _plain_units: list[Unit] | None = None
+    _figures: list[tuple[str, int, int, int]] | None = None
 
     def subtree_bytes(self, path: str) -> int:
         """Peak saved bytes of a module and its descendants during the training run."""
-        prefix = f"{path}." if path else ""
-        return sum(
-            int(row["peak_saved_bytes"])
-            for row in self.layers
-            if row["path"] == path or row["path"].startswith(prefix)
-        )
+        if self._subtree is None:
+            sums: dict[str, int] = {}
+            for row in self.layers:
+                nbytes = int(row["peak_saved_bytes"])
+                if not nbytes:
+                    continue
+                parts = row["path"].split(".") if row["path"] else []
+                for depth in range(len(parts) + 1):
+                    key = ".".join(parts[:depth])
+                    sums[key] = sums.get(key, 0) + nbytes
+            self._subtree = sums
+        return self._subtree.get(path, 0)
 
     def row(self, path: str) -> dict[str, Any] | None:
-        return next((r for r in self.layers if r["path"] == path), None)
+        if self._rows is None:
+            self._rows = {r["path"]: r for r in self.layers}
+        return self._rows.get(path)
 
     @property
     def persistent_grads(self) -> bool:
@@ -64,35 +76,48 @@ class Context:
     def units(self, blocks: dict[str, int] | None = None) -> list[Unit]:
         """The rows in forward order as peak-model units; ``blocks``: checkpointed block
         path -> its input bytes (one unit each, its activations recomputed in backward)."""
-        self._grads_seen = any(int(r.get("grad_bytes", 0)) for r in self.layers)
-        blocks = blocks or {}
+        if not blocks:
+            if self._plain_units is None:
+                self._plain_units = self._units({})
+            return self._plain_units
+        return self._units(blocks)
+
+    def _row_figures(self) -> list[tuple[str, int, int, int]]:
+        """Per row, once: (path, kept, gradient bytes, transient) for the peak model."""
+        if self._figures is None:
+            self._grads_seen = any(int(r.get("grad_bytes", 0)) for r in self.layers)
+            figures = []
+            previous_out = 0
+            elem = self._elem
+            rows = self.layers
+            last = len(rows) - 1
+            for i, row in enumerate(rows):
+                path = row["path"]
+                # rows come in named_modules order: a module's children follow it at once
+                leaf = path != "" and (i == last or not rows[i + 1]["path"].startswith(path + "."))
+                out = _shape_bytes(row.get("output_shape"), elem) if leaf else 0
+                kept = int(row["peak_saved_bytes"])
+                figures.append((path, kept, self._grads(row), out + previous_out))
+                if leaf:
+                    previous_out = out
+            self._figures = figures
+        return self._figures
+
+    def _units(self, blocks: dict[str, int]) -> list[Unit]:
         units: list[Unit] = []
-        open_block: tuple[str, Unit] | None = None
-        previous_out = 0
-        elem = self._elem
-        rows = self.layers
-        for i, row in enumerate(rows):
-            path = row["path"]
-            # rows come in named_modules order: a module's children follow it at once
-            leaf = i + 1 == len(rows) or not rows[i + 1]["path"].startswith(f"{path}.")
-            leaf = leaf and path != ""
-            out = _shape_bytes(row.get("output_shape"), elem) if leaf else 0
-            layer = Unit(
-                kept=int(row["peak_saved_bytes"]),
-                grads=self._grads(row),
-                transient=out + previous_out,
-            )
-            if leaf:
-                previous_out = out
-            if open_block and path.startswith(open_block[0] + "."):
-                open_block[1].inner.append(layer)
-                continue
-            if path in blocks:
-                block = Unit(kept=blocks[path], grads=0, inner=[layer])
-                open_block = (path, block)
+        block: Unit | None = None
+        block_prefix = ""
+        for path, kept, grads, transient in self._row_figures():
+            layer = Unit(kept, grads, [], transient)
+            if block is not None and path.startswith(block_prefix):
+                block.inner.append(layer)
+            elif path in blocks:
+                block = Unit(blocks[path], 0, [layer])
+                block_prefix = path + "."
                 units.append(block)
-                continue
-            units.append(layer)
+            else:
+                block = None
+                units.append(layer)
         return units
 
     @property
@@ -166,7 +191,7 @@ def build_context(
     layers: list[dict[str, Any]] = []
     measured = (insight or {}).get("model")
     if insight is not None and (measured == model_name or _same_module(measured, model)):
-        layers = [dict(r) for r in insight.get("layers", ())]
+        layers = list(insight.get("layers", ()))  # read only: the rows are not copied
     elif training is None:
         notes.append(
             "no training cell recorded yet (a cell calling .backward() and .step()): run it "

@@ -5,9 +5,11 @@ from __future__ import annotations
 import ast
 import re
 
+from .codegen import CannotRewrite, wrap_all
 from .context import Context
-from .names import CellSource, is_training_source, parse
+from .names import CellSource, parse
 from .schema import Mistake
+from .techniques.base import mib
 
 _CUDA_AMP = re.compile(r"torch\.cuda\.amp\.(autocast|GradScaler)\(")
 
@@ -90,16 +92,23 @@ def kept_graphs(ctx: Context) -> list[Mistake]:
         name = str(holder.get("name", ""))
         cell = _appending_cell(ctx.cells, name)
         fix = None
-        if cell is not None:
+        if cell is not None:  # the cell that appends, keeping numbers instead of graphs
             fix = re.sub(
                 rf"\b{re.escape(name)}\.append\((\w+)\)", rf"{name}.append(\1.item())", cell.source
             )
+            fix = None if fix == cell.source else fix
+        if fix is None and name.isidentifier():
+            value = ctx.ns.get(name)
+            if isinstance(value, ctx.torch.Tensor):
+                fix = f"{name} = {name}.detach()  # keep the values, free the graph"
+            elif isinstance(value, (list, tuple)):
+                fix = f"{name} = [v.detach() if torch.is_tensor(v) else v for v in {name}]"
         out.append(
             _mistake(
                 f"kept_graph:{name}",
                 f"`{name}` keeps a loss or output with its graph across steps",
                 str(holder.get("explanation", "")),
-                fix if fix != (cell.source if cell else None) else str(holder.get("fix", "")),
+                fix,
                 cell,
             )
         )
@@ -113,14 +122,21 @@ def _appending_cell(cells: list[CellSource], name: str) -> CellSource | None:
     return None
 
 
+def _without_autograd(cell: CellSource) -> str | None:
+    try:
+        return "import torch\n\n" + wrap_all(cell.source, "with torch.inference_mode():")
+    except CannotRewrite:
+        return None
+
+
 def eval_with_grad(ctx: Context, evals: list[tuple[CellSource, int]]) -> list[Mistake]:
     return [
         _mistake(
             f"eval_with_grad:{cell.execution_count}",
             f"Evaluation with autograd on in cell [{cell.execution_count}]",
             f"the cell runs the model without .backward(), but autograd still saved "
-            f"{saved / 2**20:.1f} MiB of activations for it",
-            "with torch.inference_mode():  # around the evaluation",
+            f"{mib(saved)} of activations for it",
+            _without_autograd(cell),
             cell,
         )
         for cell, saved in evals
@@ -141,6 +157,3 @@ def find(ctx: Context, evals: list[tuple[CellSource, int]]) -> list[Mistake]:
     found.extend(kept_graphs(ctx))
     found.extend(eval_with_grad(ctx, evals))
     return found
-
-
-__all__ = ["find", "is_training_source"]

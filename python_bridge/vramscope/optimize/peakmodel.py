@@ -27,18 +27,29 @@ def _backward(
     units: list[Unit], base: int, allocated: int, persistent: bool, scale: float
 ) -> tuple[int, int]:
     """(peak, gradient bytes allocated) of backward through ``units`` above ``base``."""
-    saved = sum(int(u.kept * scale) for u in units)
+    kept = [u.kept for u in units] if scale == 1.0 else [int(u.kept * scale) for u in units]
+    saved = sum(kept)
     peak = base + saved + allocated
-    for unit in reversed(units):
+    for i in range(len(units) - 1, -1, -1):
+        unit = units[i]
         if unit.inner:  # recompute the block: its layers' activations come back
             inner_peak, allocated = _backward(
                 unit.inner, base + saved, allocated, persistent, scale
             )
-            peak = max(peak, inner_peak)
+            if inner_peak > peak:
+                peak = inner_peak
         else:
-            allocated += 0 if persistent else unit.grads
-            peak = max(peak, base + saved + allocated + int(unit.transient * scale))
-        saved -= int(unit.kept * scale)
+            if not persistent:
+                allocated += unit.grads
+            here = (
+                base
+                + saved
+                + allocated
+                + (unit.transient if scale == 1.0 else int(unit.transient * scale))
+            )
+            if here > peak:
+                peak = here
+        saved -= kept[i]
     return peak, allocated
 
 

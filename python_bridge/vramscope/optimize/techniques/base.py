@@ -8,6 +8,9 @@ from ..schema import CellRef, Predicted, Suggestion, SuggestionKind
 
 
 def mib(n: float) -> str:
+    """``12.3 MiB``; under a MiB in KiB (``20.0 KiB``) so small figures do not read as 0."""
+    if abs(n) < 2**20:
+        return f"{n / 2**10:.1f} KiB"
     return f"{n / 2**20:.1f} MiB"
 
 

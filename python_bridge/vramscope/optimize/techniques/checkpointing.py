@@ -23,11 +23,13 @@ COST = ("one extra forward of the blocks in backward (~1.3x step time)", 1.33)
 def repeated_blocks(model: Any, torch: Any) -> list[tuple[str, list[str]]]:
     """``[(container path, [block paths])]``, outermost containers only."""
     found: list[tuple[str, list[str]]] = []
+    listed: set[str] = set()  # the blocks found so far
     containers = (torch.nn.ModuleList, torch.nn.Sequential)
     for path, module in model.named_modules():
         if not isinstance(module, containers) or len(module) < 2:
             continue
-        if any(path == p or path.startswith(f"{p}.") for _, blocks in found for p in blocks):
+        parts = path.split(".")
+        if any(".".join(parts[:i]) in listed for i in range(1, len(parts) + 1)):
             continue  # inside a block already listed
         children = list(module.named_children())
         classes = {type(child) for _, child in children}
@@ -35,6 +37,7 @@ def repeated_blocks(model: Any, torch: Any) -> list[tuple[str, list[str]]]:
             continue
         prefix = f"{path}." if path else ""
         found.append((path, [f"{prefix}{name}" for name, _ in children]))
+        listed.update(found[-1][1])
     return found
 
 
@@ -53,6 +56,15 @@ def _input_bytes(ctx: Context, blocks: list[str], elem: int) -> list[int]:
         shape = row.get("output_shape") if row else None
         sizes.append(math.prod(shape) * elem if shape else 0)
     return sizes
+
+
+def _batchnorm_inside(ctx: Context, blocks: set[str]) -> bool:
+    for row in ctx.layers:
+        if "BatchNorm" in row["type"]:
+            parts = row["path"].split(".")
+            if any(".".join(parts[:i]) in blocks for i in range(1, len(parts))):
+                return True
+    return False
 
 
 def is_hf(model: Any) -> bool:
@@ -100,11 +112,7 @@ def suggest(ctx: Context) -> list[Suggestion]:
         f"forward + backward peak: {mib(peak_before)} -> {mib(peak_after)} (with the "
         "gradients allocated in backward)",
     ]
-    if any(
-        isinstance(m, ctx.torch.nn.modules.batchnorm._BatchNorm)
-        for b in blocks
-        for m in ctx.model.get_submodule(b).modules()
-    ):
+    if _batchnorm_inside(ctx, set(blocks)):
         why.append("BatchNorm inside the blocks updates its running statistics twice a step")
     sid = "checkpoint:" + ("hf" if hf else "".join(groups[0][0].split()) or "model")
     pred = predicted(before, before - saving, saving, peak_saving)

@@ -7,7 +7,7 @@ import ast
 
 from ..codegen import CannotRewrite, replace_call_kwarg, wrap_all
 from ..context import Context
-from ..names import CellSource, is_training_source, parse
+from ..names import CellSource, is_training_source
 from ..outcomes import CellRun, activation_bytes
 from ..schema import Suggestion
 from .base import mib, predicted, suggestion
@@ -171,6 +171,3 @@ def checked_free(sid: str, what: str, body: str) -> str:
     from ..codegen import checked
 
     return checked(f"# vramscope: {sid}\n# Free {what}.\nimport torch\n\n{body}")
-
-
-__all__ = ["free_holders", "inference_mode", "parse", "zero_grad"]

@@ -1,0 +1,55 @@
+"""In-process cells for the Optimize tests: an InsightEngine over a plain namespace and the
+Advisor fed as the kernel's runtime feeds it (cell record, then the after-cell insight)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import torch
+
+from vramscope.insight import InsightEngine
+from vramscope.optimize.advisor import Advisor
+
+
+class Cells:
+    """Runs cells in a namespace and feeds the advisor as the kernel's runtime does."""
+
+    def __init__(self) -> None:
+        self.ns: dict[str, Any] = {"torch": torch}
+        self.sources = [""]
+        self.records: list[dict[str, Any]] = []
+        self.engine = InsightEngine(namespace=self.ns)
+        self.engine.install()
+        self.last: dict[str, Any] | None = None
+        self.advisor = Advisor(
+            lambda: self.ns,
+            self._source,
+            lambda: self.records,
+            lambda: self.last,
+            watch=self.engine.watch,
+        )
+
+    def _source(self, count: int | None) -> str:
+        return self.sources[count] if isinstance(count, int) else ""
+
+    def run(self, code: str) -> None:
+        self.sources.append(code)
+        count = len(self.sources) - 1
+        self.engine.begin_cell(f"cell-{count}", count)
+        start = time.perf_counter()
+        exec(compile(code, f"<cell {count}>", "exec"), self.ns)
+        record = {
+            "cell_id": f"cell-{count}",
+            "execution_count": count,
+            "duration": time.perf_counter() - start,
+            "ok": True,
+            "devices": {},
+        }
+        self.records.append(record)
+        self.advisor.after_cell(record)
+        self.last = self.engine.after_cell(2000)
+        self.advisor.after_insight(self.last)
+
+    def close(self) -> None:
+        self.engine.uninstall()

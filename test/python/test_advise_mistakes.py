@@ -1,0 +1,124 @@
+"""Mistake checks seen in real training code, shown with the suggestions: a reentrant
+checkpoint (the checkpointed layers may silently get no gradients), the deprecated
+torch.cuda.amp API, a loss kept across steps, zero_grad() never called, and evaluation run
+with autograd on. Each is found in the cells that were run, with a fix that compiles; and
+clean code gives none (in-process cells, see advise_cells)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from advise_cells import Cells
+
+MODEL = """
+model = torch.nn.Sequential(
+    torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 256), torch.nn.ReLU(),
+    torch.nn.Linear(256, 1),
+)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+x = torch.randn(2048, 64)
+"""
+CLEAN = """for _ in range(2):
+    opt.zero_grad()
+    loss = model(x).pow(2).mean()
+    loss.backward()
+    opt.step()"""
+
+
+@pytest.fixture
+def cells() -> Iterator[Cells]:
+    c = Cells()
+    c.run(MODEL)
+    yield c
+    c.close()
+
+
+def mistakes(cells: Cells) -> dict[str, dict[str, Any]]:
+    found = {m["id"].split(":")[0]: m for m in cells.advisor.advise()["mistakes"]}
+    for m in found.values():
+        if m["fix_code"]:
+            compile(m["fix_code"], m["id"], "exec")
+    return found
+
+
+def test_clean_training_code_has_none(cells: Cells) -> None:
+    cells.run(CLEAN)
+    cells.run("del loss")
+    assert mistakes(cells) == {}
+
+
+def test_zero_grad_never_called(cells: Cells) -> None:
+    cells.run(CLEAN.replace("    opt.zero_grad()\n", ""))
+    found = mistakes(cells)["zero_grad_missing"]
+    assert found["execution_count"] == 2
+    assert found["fix_code"] == "opt.zero_grad(set_to_none=True)  # first line of the loop body"
+
+
+@pytest.mark.filterwarnings("ignore:None of the inputs have requires_grad")  # torch's hint
+def test_reentrant_checkpoint(cells: Cells) -> None:
+    cells.run(
+        "from torch.utils.checkpoint import checkpoint\n"
+        "for _ in range(2):\n"
+        "    opt.zero_grad()\n"
+        "    # x does not require grad: model[:2] silently gets no gradients\n"
+        "    loss = model[2:](checkpoint(model[:2], x, use_reentrant=True)).pow(2).mean()\n"
+        "    loss.backward()\n"
+        "    opt.step()"
+    )
+    found = mistakes(cells)["reentrant_checkpoint"]
+    assert "no gradients" in found["why"]
+    assert found["fix_code"] == "checkpoint(model[:2], x, use_reentrant=False)"
+    # the same call, non-reentrant: no mistake
+    cells.run(
+        "loss = model[2:](checkpoint(model[:2], x, use_reentrant=False)).pow(2).mean()\n"
+        "loss.backward()\nopt.step()\nopt.zero_grad()\ndel loss"
+    )
+    assert "reentrant_checkpoint" in mistakes(cells)  # the earlier cell is still recorded
+    assert mistakes(cells)["reentrant_checkpoint"]["execution_count"] == 2
+
+
+@pytest.mark.filterwarnings("ignore:.*torch.cuda.amp.GradScaler.*is deprecated")
+def test_deprecated_cuda_amp(cells: Cells) -> None:
+    cells.run(
+        "scaler = torch.cuda.amp.GradScaler(enabled=False)\n"
+        "with torch.autocast('cpu', dtype=torch.bfloat16):\n"
+        "    y = 1"
+    )
+    found = mistakes(cells)["cuda_amp"]
+    assert "deprecated" in found["why"]
+    assert found["fix_code"] == 'torch.amp.GradScaler("cuda")'
+
+
+def test_loss_kept_across_steps(cells: Cells) -> None:
+    cells.run(CLEAN)
+    cells.run(
+        "losses = []\n"
+        "for _ in range(3):\n"
+        "    opt.zero_grad()\n"
+        "    loss = model(x).pow(2).mean()\n"
+        "    loss.backward(retain_graph=True)\n"
+        "    opt.step()\n"
+        "    losses.append(loss)  # keeps every step's graph\n"
+        "del loss"
+    )
+    found = mistakes(cells)["kept_graph"]
+    assert found["id"] == "kept_graph:losses"
+    assert found["fix_code"] is not None
+    assert "losses.append(loss.item())" in found["fix_code"]
+
+
+def test_evaluation_with_autograd_on(cells: Cells) -> None:
+    cells.run(CLEAN)
+    cells.run("preds = model(x)  # evaluation")
+    found = mistakes(cells)["eval_with_grad"]
+    assert found["execution_count"] == 3
+    fix = next(
+        s for s in cells.advisor.advise()["suggestions"] if s["technique"] == "inference_mode"
+    )
+    assert "with torch.inference_mode():\n    preds = model(x)  # evaluation" in fix["code"]
+    bare = dict(cells.ns)
+    exec(fix["code"], bare)
+    assert bare["preds"].grad_fn is None
