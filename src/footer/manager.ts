@@ -25,6 +25,7 @@ export class CellFooterManager implements IDisposable {
     this._session = options.session;
     this._tracker = options.tracker;
     this._session.cellRecorded.connect(this._onCellRecorded, this);
+    this._session.changed.connect(this._schedule, this);
     this._tracker.settingsChanged.connect(this._onSettings, this);
     this._panel.content.modelChanged.connect(this._onModelChanged, this);
     this._onModelChanged();
@@ -51,11 +52,46 @@ export class CellFooterManager implements IDisposable {
     return false;
   }
 
+  /**
+   * Bring back the kernel's records (the session's history, e.g. from `hello` after a page
+   * reload) into the cells they ran in, matched by cell id: the newest record of each cell
+   * that is newer than what its metadata holds. An unsaved notebook reloaded from disk gets
+   * its footers back.
+   */
+  restoreRecords(): number {
+    const cells = this._panel.content.model?.cells;
+    if (!cells || !this._session.cells.length) {
+      return 0;
+    }
+    const newest = new Map<string, ICellEntry>();
+    for (const entry of this._session.cells) {
+      const id = entry.record.cell_id;
+      const seen = id ? newest.get(id) : undefined;
+      if (id && (!seen || isNewer(entry, seen))) {
+        newest.set(id, entry);
+      }
+    }
+    let restored = 0;
+    for (const model of cells) {
+      const entry = model.type === 'code' ? newest.get(model.id) : undefined;
+      if (!entry) {
+        continue;
+      }
+      const meta = readMetadata(model.getMetadata(METADATA_KEY));
+      if (!meta || entry.record.start_time > meta.start_time) {
+        model.setMetadata(METADATA_KEY, metadataFromRecord(entry.record));
+        restored++;
+      }
+    }
+    return restored;
+  }
+
   /** Make sure every code cell has an up-to-date footer (and only code cells). */
   sync(): void {
     if (this._isDisposed) {
       return;
     }
+    this.restoreRecords();
     const seen = new Set<ICellModel>();
     for (const cell of this._panel.content.widgets) {
       seen.add(cell.model);
@@ -79,6 +115,7 @@ export class CellFooterManager implements IDisposable {
     }
     this._isDisposed = true;
     this._session.cellRecorded.disconnect(this._onCellRecorded, this);
+    this._session.changed.disconnect(this._schedule, this);
     this._tracker.settingsChanged.disconnect(this._onSettings, this);
     this._panel.content.modelChanged.disconnect(this._onModelChanged, this);
     this._model?.cells.changed.disconnect(this._schedule, this);
@@ -191,4 +228,12 @@ export namespace CellFooterManager {
     session: IMemorySession;
     tracker: IMemoryTracker;
   }
+}
+
+/** Whether `a` ran after `b` (a later kernel epoch, or later in the same one). */
+function isNewer(a: ICellEntry, b: ICellEntry): boolean {
+  return (
+    a.epoch > b.epoch ||
+    (a.epoch === b.epoch && a.record.start_time > b.record.start_time)
+  );
 }

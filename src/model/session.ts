@@ -344,24 +344,16 @@ export class MemorySession implements IMemorySession {
         }
         break;
       }
-      case 'reply':
+      case 'reply': {
         const method = this._requests.pendingMethod(msg.id);
-        if (method) {
-          this._requests.settle(msg.id, null, msg.result);
-          if (method === 'set_settings' || method === 'clear_history') {
-            this._onReply(method, msg.result);
-          }
+        this._requests.settle(msg.id, null, msg.result);
+        const settings = (msg.result as { settings?: ISettings } | null)
+          ?.settings;
+        if (method === 'set_settings' && settings instanceof Object) {
+          this._settings = settings;
+          this._changed.emit();
         }
         break;
-    }
-  }
-
-  private _onReply(method: Method, result: unknown): void {
-    if (method === 'set_settings') {
-      const settings = (result as { settings?: ISettings } | null)?.settings;
-      if (settings && typeof settings === 'object') {
-        this._settings = settings;
-        this._changed.emit();
       }
     }
   }
@@ -399,6 +391,11 @@ export class MemorySession implements IMemorySession {
       ? this._samples.get(this._samples.length - 1).t
       : null;
     this.setStatus('connected', msg.warnings.join(' '));
+    if (msg.insight) {
+      // the kernel's last insight (since 1.1): a reloaded page shows it without asking
+      this._insight = msg.insight;
+      this._insightChanged.emit(msg.insight);
+    }
     this._changed.emit();
     this._helloReceived.emit(msg);
   }

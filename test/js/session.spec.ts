@@ -152,6 +152,21 @@ describe('MemorySession: messages', () => {
     expect(s.warnings[s.warnings.length - 1]).toBe('scan skipped');
   });
 
+  it("hello carries the kernel's last insight (since 1.1): shown without asking", () => {
+    const s = new MemorySession({ path: 'a.ipynb' });
+    const seen: unknown[] = [];
+    s.insightChanged.connect((_, i) => seen.push(i));
+    const insight = makeInsight({ skipped: null });
+    s.handleMessage(hello({ insight }));
+    expect(s.status).toBe('connected');
+    expect(s.insight).toEqual(insight);
+    expect(seen).toEqual([insight]);
+    // a 1.0 hello (no insight) leaves what is shown alone
+    s.handleMessage(hello());
+    expect(s.insight).toEqual(insight);
+    expect(seen).toHaveLength(1);
+  });
+
   it('an invalid message produces a warning, not a throw', () => {
     const s = connected();
     const warn = jest

@@ -161,6 +161,13 @@ describe('validateKernelMessage: rejects malformed messages', () => {
     expectError(msg, 'hello.session_id: missing');
   });
 
+  it('accepts hello with the last insight and rejects a malformed one (since 1.1)', () => {
+    expect(
+      typeof validateKernelMessage(hello({ insight: makeInsight() }))
+    ).toBe('object');
+    expectError({ ...hello(), insight: { models: 'x' } }, 'hello.insight');
+  });
+
   it('rejects a wrong field type', () => {
     expectError(
       { ...hello(), warnings: 'x' },

@@ -189,3 +189,27 @@ export async function plotTraces(page: IJupyterLabPageFixture): Promise<any[]> {
     }));
   });
 }
+
+/**
+ * Run every cell of the current notebook (Run All) and wait until it stopped: no cell is
+ * queued or running any more and at least one has run (a cell that raises, like the demo's
+ * shape error, ends the run there).
+ */
+export async function runAll(
+  page: IJupyterLabPageFixture,
+  timeout = 240_000
+): Promise<void> {
+  await page.evaluate(() =>
+    (window as any).jupyterapp.commands.execute('notebook:run-all-cells')
+  );
+  const prompts = page.locator('.jp-CodeCell .jp-InputArea-prompt');
+  await expect
+    .poll(
+      async () => {
+        const texts = (await prompts.allInnerTexts()).map(t => t.trim());
+        return !texts.includes('[*]:') && texts.some(t => /^\[\d+\]:$/.test(t));
+      },
+      { timeout, intervals: [500] }
+    )
+    .toBe(true);
+}
