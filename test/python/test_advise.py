@@ -134,3 +134,27 @@ def test_checkpointing_saving_matches_prediction(k: KernelHarness) -> None:
     undone = ground_truth(k)
     assert undone["kept"] == pytest.approx(before["kept"], rel=0.02)
     assert value(k, "all('forward' not in vars(b) for b in model.layers)") is True
+
+
+STATE = (
+    "sum(t.numel() * t.element_size() for s in optimizer.state.values() "
+    "for t in s.values() if torch.is_tensor(t))"
+)
+
+
+def test_a_lighter_optimizer_where_its_state_dominates(k: KernelHarness) -> None:
+    lighter = by_technique(advise(k), "optimizer")
+    assert (
+        lighter["kind"] == "enable"
+        and "torch.optim.Adafactor(model.parameters()" in lighter["code"]
+    )
+    before = value(k, STATE)  # Adam's two moments: twice the parameters
+    assert before == pytest.approx(
+        2 * value(k, "sum(p.numel() * 4 for p in model.parameters())"), rel=0.01
+    )
+    k.run_ok(lighter["code"], "apply-adafactor")
+    k.run_ok(TRAIN, "demo-train-adafactor")
+    after = value(k, STATE)  # the ground truth: the new optimizer's state after a step
+    assert before - after == pytest.approx(lighter["predicted"]["saving_bytes"], rel=0.2)
+    k.run_ok(str(lighter["undo_code"]), "undo-adafactor")
+    assert value(k, "type(optimizer).__name__") == "Adam"

@@ -133,6 +133,7 @@ class Advisor:
         from . import finder_cell, mistakes
         from .context import build_context
         from .techniques import accumulation, autocast, checkpointing, simple
+        from .techniques import optimizer as lighter_optimizer
 
         cells = self._cells()
         training_run = self._training_run(cells)
@@ -144,6 +145,7 @@ class Advisor:
         for technique in (checkpointing.suggest, autocast.suggest, accumulation.suggest):
             suggestions += _safe(technique, ctx)
         suggestions += _safe(simple.zero_grad, ctx)
+        suggestions += _safe(lighter_optimizer.suggest, ctx)
         suggestions += _safe(lambda c: simple.inference_mode(c, runs), ctx)
         suggestions += _safe(simple.free_holders, ctx)
         evals = simple.eval_cells(ctx, runs)

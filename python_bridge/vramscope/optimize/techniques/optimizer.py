@@ -1,0 +1,108 @@
+"""A lighter optimizer where its state dominates: Adam/AdamW keep two full-size moments per
+parameter; ``torch.optim.Adafactor`` keeps a row and a column of second moments per weight
+matrix (a full one for vectors) and no first moment.
+
+Predicted from the optimizer's state as it is held now (measured: the bytes of every tensor
+in ``optimizer.state``) and the parameters' shapes. Offered when that state is larger than
+the training step's saved activations.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+from typing import Any
+
+from ..context import Context
+from ..schema import Suggestion
+from .base import mib, predicted, suggestion
+
+MOMENTS = ("exp_avg", "exp_avg_sq")
+
+
+def state_bytes(optimizer: Any, torch: Any) -> int:
+    total = 0
+    for per_param in list(optimizer.state.values()):
+        for value in per_param.values() if isinstance(per_param, dict) else ():
+            if isinstance(value, torch.Tensor):
+                total += value.numel() * value.element_size()
+    return total
+
+
+def adafactor_bytes(optimizer: Any) -> int:
+    """Adafactor's state for the same parameters: factored second moments and a step."""
+    total = 0
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            if not p.requires_grad:
+                continue
+            elem = p.element_size()
+            if p.dim() >= 2:
+                outer = math.prod(p.shape[:-2])
+                total += outer * (p.shape[-2] + p.shape[-1]) * elem
+            else:
+                total += p.numel() * elem
+            total += 4  # the step count
+    return total
+
+
+def _assignable(text: str) -> bool:
+    try:
+        tree = ast.parse(f"{text} = None")
+    except SyntaxError:
+        return False
+    target = tree.body[0].targets[0]  # type: ignore[attr-defined]
+    return isinstance(target, (ast.Name, ast.Attribute, ast.Subscript))
+
+
+def suggest(ctx: Context) -> list[Suggestion]:
+    name = ctx.names.optimizer
+    optimizer = ctx.ns.get(name) if name and name.isidentifier() else None
+    if optimizer is None and name and ctx.tree is not None:
+        from ..names import resolve
+
+        parsed = ast.parse(name, mode="eval")
+        optimizer = resolve(parsed.body, ctx.ns)
+    torch = ctx.torch
+    if not isinstance(optimizer, torch.optim.Optimizer) or name is None or not _assignable(name):
+        return []
+    if type(optimizer).__name__ not in ("Adam", "AdamW") or len(optimizer.param_groups) != 1:
+        return []
+    now = state_bytes(optimizer, torch)
+    activations = ctx.activation_bytes
+    if now == 0 or now <= activations:
+        return []
+    after = adafactor_bytes(optimizer)
+    if after >= now:
+        return []
+    model = ctx.names.model or "model"
+    lr = optimizer.param_groups[0]["lr"]
+    lr_text = repr(float(lr)) if isinstance(lr, (int, float)) else "1e-3"
+    cls = type(optimizer).__name__
+    sid = "optimizer:adafactor"
+    why = [
+        f"{cls} `{name}` holds {mib(now)} of state (two moments per parameter), more than the "
+        f"{mib(activations)} of activations the training step saves",
+        f"Adafactor keeps a row and a column of second moments per weight matrix: {mib(after)}",
+    ]
+    code = (
+        f"# vramscope: {sid}\n"
+        f"# A lighter optimizer: Adafactor instead of {cls} (no first moment, factored second\n"
+        "# moments). Its updates differ: watch the loss, the learning rate may need tuning.\n"
+        "import torch\n"
+        "\n"
+        f"{name} = torch.optim.Adafactor({model}.parameters(), lr={lr_text})\n"
+    )
+    undo = (
+        f"# vramscope: undo {sid}\n"
+        "import torch\n"
+        "\n"
+        f"{name} = torch.optim.{cls}({model}.parameters(), lr={lr_text})  # a fresh state\n"
+    )
+    pred = predicted(None, None, now - after, now - after)
+    cost = ("different updates (no momentum); the learning rate may need tuning", None)
+    return [
+        suggestion(
+            sid, "optimizer", f"Adafactor instead of {cls}", why, pred, cost, "enable", code, undo
+        )
+    ]
