@@ -22,6 +22,7 @@ from ._torchutil import (
     module_tensors,
     optimizer_params,
     param_bytes,
+    storage_cache,
     storage_info,
     storage_keys,
 )
@@ -166,6 +167,12 @@ class InsightEngine:
 
     def _insight(
         self, model_override: Optional[str], budget_ms: float, resumable: bool = False
+    ) -> dict[str, Any]:
+        with storage_cache():
+            return self._insight_cached(model_override, budget_ms, resumable)
+
+    def _insight_cached(
+        self, model_override: Optional[str], budget_ms: float, resumable: bool
     ) -> dict[str, Any]:
         start = time.perf_counter()
         if resumable and self._scan is not None:  # a holder too large for one slice
@@ -345,7 +352,9 @@ def _model_infos(
 def _own_param_bytes(module: torch.nn.Module, seen: set[StorageKey]) -> tuple[int, int]:
     """A module's own (non-recursive) parameter and gradient bytes, each storage once."""
     params = grads = 0
-    for p in module.parameters(recurse=False):
+    for p in module._parameters.values():
+        if p is None:
+            continue
         info = storage_info(p)
         if info is not None and info[0] not in seen:
             seen.add(info[0])
