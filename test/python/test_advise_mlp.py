@@ -46,6 +46,18 @@ def k() -> Iterator[KernelHarness]:
     yield from kernel_with(MLP, TRAIN, PROBES)
 
 
+def test_advise_in_the_cell_after_training(k: KernelHarness) -> None:
+    """The usual flow: the training cell, then vramscope.advise() in the next cell (its
+    insight is still queued for an idle kernel when that cell starts)."""
+    k.run_ok(TRAIN, "train-again")
+    k.run_ok("advice = vramscope.advise()", "ask")
+    assert value(k, "advice['training_cell']['cell_id']") == "train-again"
+    assert value(k, "advice['notes']") == [
+        "checkpointing: no repeated blocks (same class, repeated) found"
+    ]
+    assert value(k, "[s['id'] for s in advice['suggestions']][:1]") == ["accumulate:2"]
+
+
 def test_names_from_the_loop(k: KernelHarness) -> None:
     advice = advise(k)
     assert advice["names"] == {
@@ -77,7 +89,10 @@ def test_accumulation_keeps_the_update_and_lowers_the_peak(k: KernelHarness) -> 
         "all(torch.allclose(a, b, atol=1e-5) for a, b in zip(_gt_plain[1], _gt_acc[1]))",
     )
     assert same is True  # same effective batch: the same update
-    # run as the user would: vramscope's own numbers show the saving
+    # run as the user would: vramscope's own numbers show the saving (a cell first takes the
+    # probes' peaks: they ran outside cells)
+    k.run_ok("pass", "after-probes")
+    advise(k)  # its insight runs now (it would wait for an idle kernel): the peaks start over
     k.run_ok(code, "apply-accumulation")
     outcome = next(o for o in advise(k)["outcomes"] if o["suggestion_id"] == "accumulate:2")
     assert outcome["after"]["activation_bytes"] < outcome["before"]["activation_bytes"]

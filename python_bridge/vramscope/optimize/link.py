@@ -3,6 +3,7 @@ cell whose outcome changed, and ``batch_search`` progress. Never raises into the
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from .advisor import Advisor, empty_advice
@@ -36,8 +37,12 @@ class OptimizeLink:
         if model is not None:
             self._model = model
         try:
-            # the last cells' queued insight first: it measured the training cell
-            self._runtime.after_reply.flush()
+            # the last cells' queued insight first (it measured the training cell); from the
+            # kernel's main thread only (vramscope.advise() in a cell, a request while idle):
+            # a request served on a subshell during a cell must not reset its measurement
+            main = threading.current_thread() is threading.main_thread()
+            if main or not self._runtime.recorder.running:
+                self._runtime.after_reply.flush()
         except Exception as exc:
             self._runtime._internal(exc)
         try:
