@@ -114,14 +114,15 @@ def _bodies(tree: ast.AST) -> list[tuple[list[ast.stmt], ast.For | None]]:
     return found
 
 
+_COMPOUND = (ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.If, ast.Try)
+
+
 def step_region(tree: ast.Module) -> StepRegion | None:
     """The statement list whose statement calls ``.backward()`` (innermost, first found)."""
     for body, loop in reversed(_bodies(tree)):
         for i, stmt in enumerate(body):
-            if _calls_attr(stmt, "backward") is None or any(
-                isinstance(s, (ast.For, ast.While, ast.With, ast.If)) for s in [stmt]
-            ):
-                continue
+            if isinstance(stmt, _COMPOUND) or _calls_attr(stmt, "backward") is None:
+                continue  # a compound statement's own bodies are visited on their own
             start = 0
             zero = None
             for j in range(i):
