@@ -1,8 +1,12 @@
-"""Overhead of live saved-activation tracking on forward+backward (CPU).
+"""Overhead of a *measured* forward+backward (CPU): the step activation tracking measures.
 
-A 4-layer TransformerEncoder (d=256, 8 heads, batch 8 x seq 128 by default); steps with and
-without the InsightEngine's hooks are interleaved in one process (the order alternates each
-round) and the medians compared. Prints results; ``--record`` writes them to bench/RESULTS.md.
+Tracking measures the first call of each model in a cell (and again on a change, see
+vramscope/insight/activations.py); later steps run without its hooks, so this is the cost of
+one step per cell, not of every step (bench/training_overhead.py measures whole training
+cells). A 4-layer TransformerEncoder (d=256, 8 heads, batch 8 x seq 128 by default); steps
+with and without the InsightEngine's hooks armed are interleaved in one process (the order
+alternates each round; ``install`` arms the hooks, so every tracked step is measured) and the
+medians compared. Prints results; ``--record`` writes them to bench/RESULTS.md.
 """
 
 from __future__ import annotations
@@ -74,7 +78,7 @@ def main() -> None:
         f"saved activations after forward (tracked): {saved / 2**20:.2f} MiB",
         f"median fwd+bwd without tracking: {med_off * 1000:.1f} ms",
         f"median fwd+bwd with tracking:    {med_on * 1000:.1f} ms",
-        f"ratio of medians: {med_on / med_off:.3f} (target <= 1.05)",
+        f"ratio of medians: {med_on / med_off:.3f} (a measured step; target <= 1.05)",
         f"ratio of best-of: {min(on) / min(off):.3f} (less sensitive to load on shared cores)",
     ]
     print("\n".join(lines))
