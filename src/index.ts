@@ -14,6 +14,8 @@
  *   session report as HTML, Markdown, CSV or JSON next to the notebook (src/export/).
  * - `estimator`: the panel's Estimator section (collapsed): training memory per GPU for a
  *   model or a typed size, and whether it fits (src/estimator/).
+ * - `widget`: registers `vramscope.widget()`'s inline chart with the ipywidgets manager
+ *   (src/widget/; `@jupyter-widgets/base` is loaded lazily).
  * - `optimize`: the panel's Optimize section (suggestions, cells to insert, predicted vs
  *   measured) and its commands (src/optimize/).
  *
@@ -32,6 +34,7 @@ import { CellFooterManager } from './footer';
 import { vramscopeIcon } from './icons';
 import { InsightView } from './insight/view';
 import { estimatorPlugin } from './estimator';
+import { widgetPlugin } from './widget';
 import { exportPlugin } from './export';
 import { optimizePlugin } from './optimize';
 import { processesPlugin } from './processes';
@@ -238,6 +241,7 @@ const plugins: JupyterFrontEndPlugin<any>[] = [
   footerPlugin,
   timelinePlugin,
   estimatorPlugin,
+  widgetPlugin,
   exportPlugin,
   insightPlugin,
   optimizePlugin,

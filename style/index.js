@@ -1,5 +1,7 @@
 import './base.css';
 import './timeline.css';
 import './insight.css';
+import './estimator.css';
+import './widget.css';
 import './optimize.css';
 import './processes.css';

@@ -14,6 +14,7 @@ from typing import Any
 from ._version import __version__
 from .protocol import PROTOCOL_VERSION, Settings
 from .runtime import get_runtime
+from .widget import widget  # the function; the submodule stays vramscope.widget
 
 __all__ = [
     "PROTOCOL_VERSION",
@@ -28,6 +29,7 @@ __all__ = [
     "settings",
     "unload_ipython_extension",
     "watch",
+    "widget",
 ]
 
 
