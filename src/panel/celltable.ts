@@ -219,9 +219,12 @@ export class CellTableView extends SessionView {
     if (entry.epoch !== session.epoch) {
       tr.classList.add('vramscope-mod-stale');
     }
-    tr.appendChild(
-      h('td', 'vramscope-CellTable-count', `[${r.execution_count ?? ' '}]`)
+    const count = h(
+      'td',
+      'vramscope-CellTable-count',
+      `[${r.execution_count ?? ' '}]`
     );
+    tr.appendChild(count);
     const mag = magnitude(shown?.delta, settings);
     tr.appendChild(
       h(
@@ -250,9 +253,24 @@ export class CellTableView extends SessionView {
         : 'vramscope-mod-error';
     status.appendChild(h('span', `vramscope-Badge ${badgeMod}`, label));
     tr.appendChild(status);
-    tr.appendChild(
-      h('td', 'vramscope-CellTable-code', r.code_head, { title: r.code_head })
-    );
+    if (!r.ok || r.oom) {
+      // shown instead of the Status column at the sidebar's default width
+      count.appendChild(
+        h(
+          'span',
+          `vramscope-Badge vramscope-CellTable-mark ${badgeMod}`,
+          r.oom ? 'OOM' : '✕',
+          { title: label }
+        )
+      );
+    }
+    // At the sidebar's default width the Time and Status columns are hidden (style/base.css):
+    // a cell that failed is marked after its count, and the duration is in the tooltip.
+    const code = h('td', 'vramscope-CellTable-code', undefined, {
+      title: `${r.code_head}\n${formatDuration(r.duration)}, ${label}`
+    });
+    code.textContent = r.code_head;
+    tr.appendChild(code);
     if (r.cell_id) {
       const cellId = r.cell_id;
       tr.tabIndex = 0;
