@@ -93,6 +93,11 @@ export interface IBreakdown {
   other: number;
   reserved_free?: number;
   outside_pytorch?: number;
+  /**
+   * Since 1.1: the part of `other` that is tensors of the user's namespace no category
+   * claims (belonging to no model); the rest of `other` is the runtime, allocator and Python.
+   */
+  other_tensors?: number;
 }
 
 export interface IHolder {

@@ -347,9 +347,10 @@ namespace Private {
       activations: int,
       other: int,
       reserved_free: int,
-      outside_pytorch: int
+      outside_pytorch: int,
+      other_tensors: int
     },
-    ['reserved_free', 'outside_pytorch']
+    ['reserved_free', 'outside_pytorch', 'other_tensors']
   );
 
   const holder = object({

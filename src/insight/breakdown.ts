@@ -123,6 +123,53 @@ export class BreakdownView extends Widget {
 }
 
 namespace Private {
+  /**
+   * "Other" split where it is measured (since 1.1): the namespace's tensors that belong to
+   * no model, and the rest (runtime, allocator, Python objects), as two indented rows.
+   */
+  export function otherSplit(
+    legend: HTMLTableElement,
+    b: IBreakdown,
+    other: number,
+    total: number
+  ): void {
+    const tensors = b.other_tensors;
+    if (typeof tensors !== 'number' || !(other > 0)) {
+      return;
+    }
+    const rows: [string, string, number, string][] = [
+      [
+        'other-tensors',
+        'tensors in no model',
+        Math.min(tensors, other),
+        'Tensors of your namespace that belong to no model (a variable, or a list, tuple ' +
+          'or dict of them): "What is holding memory" names them.'
+      ],
+      [
+        'other-rest',
+        'runtime, allocator, Python',
+        Math.max(0, other - tensors),
+        'The rest: the PyTorch runtime (on CPU the libraries and caches loaded with torch), ' +
+          "the allocator's bookkeeping and Python objects."
+      ]
+    ];
+    for (const [key, label, bytes, help] of rows) {
+      const row = legend.insertRow();
+      row.className = 'vramscope-Breakdown-subrow';
+      row.dataset.key = key;
+      row.dataset.bytes = String(bytes);
+      row.title = help;
+      row.insertCell();
+      row.insertCell().textContent = label;
+      const v = row.insertCell();
+      v.className = 'vramscope-Breakdown-bytes';
+      v.textContent = formatBytes(bytes);
+      const pc = row.insertCell();
+      pc.className = 'vramscope-Breakdown-percent';
+      pc.textContent = `${(total > 0 ? (100 * bytes) / total : 0).toFixed(1)}%`;
+    }
+  }
+
   function cls(key: BreakdownKey): string {
     return `vramscope-Breakdown-${key.replace(/_/g, '-')}`;
   }
@@ -186,6 +233,9 @@ namespace Private {
       const pc = row.insertCell();
       pc.className = 'vramscope-Breakdown-percent';
       pc.textContent = `${p.percent.toFixed(1)}%`;
+      if (p.key === 'other') {
+        otherSplit(legend, b, p.bytes, total);
+      }
     }
     box.append(head, bar, legend);
     const clamped = (b as unknown as Record<string, unknown>)['clamped_bytes'];

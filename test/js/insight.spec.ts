@@ -374,6 +374,26 @@ describe('breakdown', () => {
     );
     expect(cpuSegments).toHaveLength(2);
     expect((cpuSegments[1] as HTMLElement).style.width).toBe('75%');
+    // "Other" split where measured (since 1.1): tensors in no model + the rest, same total
+    view.breakdown = { cpu: { ...CPU, other_tensors: 80 * MiB } };
+    const sub = Array.from(
+      view.node.querySelectorAll<HTMLElement>('.vramscope-Breakdown-subrow')
+    );
+    expect(sub.map(r => r.dataset.key)).toEqual([
+      'other-tensors',
+      'other-rest'
+    ]);
+    expect(sub.map(r => Number(r.dataset.bytes))).toEqual([
+      80 * MiB,
+      (300 - 80) * MiB
+    ]);
+    expect(sub[0].textContent).toContain('tensors in no model80.0 MiB20.0%');
+    expect(sub[0].title).toContain('What is holding memory');
+    expect(
+      Array.from(
+        view.node.querySelectorAll<HTMLElement>('.vramscope-Breakdown-row')
+      ).reduce((s, r) => s + Number(r.dataset.bytes), 0)
+    ).toBe(400 * MiB);
     // every part says what it is; "Other" names what it holds
     for (const row of rows) {
       expect(row.title.length).toBeGreaterThan(20);

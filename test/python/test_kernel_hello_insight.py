@@ -64,3 +64,31 @@ def test_hello_carries_the_last_insight_and_the_records() -> None:
         assert [c["cell_id"] for c in again["cells"]][-1] == "cell-model"
     finally:
         k.close()
+
+
+def test_other_names_the_tensors_that_belong_to_no_model() -> None:
+    """Breakdown.other_tensors (since 1.1): the namespace's tensors no category claims, to the
+    byte (a 64 MiB variable and a list of two 8 MiB tensors), inside ``other``."""
+    k = KernelHarness()
+    try:
+        assert k.execute(BOOTSTRAP, silent=True)["content"]["status"] == "ok"
+        stream = k.comm_open("stream")
+        k.comm_data(stream, "hello")
+        control = k.comm_open("control")
+        k.run_ok(MODEL, "cell-model")
+        k.run_ok(
+            "x = torch.empty(64 * 2**20, dtype=torch.uint8)\n"
+            "pair = [torch.zeros(2 * 2**20), torch.zeros(2 * 2**20)]\n"
+            "view = x[:10]  # the same storage as x: counted once",
+            "cell-tensors",
+        )
+        reply = k.request(control, "get_insight", {})
+        cpu = reply["result"]["insight"]["breakdown"]["cpu"]
+        truth = 64 * 2**20 + 2 * (8 * 2**20)
+        assert cpu["other_tensors"] == truth
+        assert cpu["other"] >= cpu["other_tensors"]
+        k.run_ok("del x, pair, view", "cell-del")
+        reply = k.request(control, "get_insight", {})
+        assert reply["result"]["insight"]["breakdown"]["cpu"]["other_tensors"] == 0
+    finally:
+        k.close()

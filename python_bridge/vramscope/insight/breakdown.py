@@ -5,6 +5,11 @@ parameters (incl. buffers) -> gradients -> optimizer state -> activations. ``oth
 measured total minus those parts, so the parts add up to ``total_bytes`` exactly; when the parts
 exceed the measured total (a different allocator, an injected total), ``other`` is clamped to 0
 and the excess is reported as ``clamped_bytes``.
+
+Since 1.1, ``other_tensors`` says how much of ``other`` is tensors of the user's namespace that
+no category claims (a variable, or a list/tuple/dict of them, at the top level): memory that
+belongs to no model. The rest of ``other`` is the runtime (on CPU the libraries and caches
+loaded with torch), allocator bookkeeping and Python objects.
 """
 
 from __future__ import annotations
@@ -84,6 +89,37 @@ def _grads(tensors: Iterable[torch.Tensor]) -> Iterable[torch.Tensor]:
             yield g
 
 
+#: At most this many namespace names, and items per container, are looked at.
+_NS_NAMES = 5000
+_NS_ITEMS = 1000
+
+
+def namespace_tensors() -> list[torch.Tensor]:
+    """Tensors held by the user's namespace at the top level (directly or in a list, tuple
+    or dict), IPython's own ``_`` names left out. Empty outside IPython."""
+    try:
+        from IPython import get_ipython
+
+        shell = get_ipython()
+    except Exception:
+        return []
+    ns = getattr(shell, "user_ns", None)
+    if not isinstance(ns, dict):
+        return []
+    out: list[torch.Tensor] = []
+    for name, value in list(ns.items())[:_NS_NAMES]:
+        if not isinstance(name, str) or name.startswith("_"):
+            continue
+        if isinstance(value, torch.Tensor):
+            out.append(value)
+        elif isinstance(value, (list, tuple)):
+            out.extend(v for v in value[:_NS_ITEMS] if isinstance(v, torch.Tensor))
+        elif isinstance(value, dict):
+            items = list(value.values())[:_NS_ITEMS]
+            out.extend(v for v in items if isinstance(v, torch.Tensor))
+    return out
+
+
 def compute_breakdown(
     modules: Iterable[torch.nn.Module],
     optimizers: Iterable[torch.optim.Optimizer],
@@ -105,6 +141,9 @@ def compute_breakdown(
         claims.add("optimizer_state", optimizer_state_tensors(opt))
     for key, nbytes in activations.items():
         claims.add_key("activations", key, nbytes)
+    unowned = _Claims()  # what is left: the namespace's tensors claimed by no category
+    unowned.seen = claims.seen
+    unowned.add("activations", namespace_tensors())
 
     devices = set(claims.sums) | {"cpu"} | _initialized_cuda_devices()
     out: dict[str, dict[str, int]] = {}
@@ -115,9 +154,12 @@ def compute_breakdown(
         if measured is None:
             continue
         rest = sum(parts.values())
-        entry = {"total_bytes": int(measured), **parts, "other": max(0, measured - rest)}
+        other = max(0, measured - rest)
+        entry = {"total_bytes": int(measured), **parts, "other": other}
         if rest > measured:
             entry["clamped_bytes"] = rest - measured
+        # since 1.1: the part of ``other`` that is the namespace's unclaimed tensors
+        entry["other_tensors"] = min(other, unowned.sums.get(dev, {}).get("activations", 0))
         entry.update(extra)
         out[dev] = entry
     return out
