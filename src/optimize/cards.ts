@@ -160,12 +160,16 @@ export function measuredSavings(o: IOutcome): {
   };
 }
 
-/** Predicted vs measured for one outcome: a 3-column table and a verdict line. */
+/** Predicted vs measured for one outcome: a 3-column table and the verdicts. */
 export function outcomeCard(o: IOutcome, units: Units): HTMLElement {
   const card = h('li', 'vramscope-Optimize-card vramscope-Optimize-outcome');
   card.dataset.id = o.suggestion_id;
   card.dataset.technique = o.technique;
-  card.classList.toggle('vramscope-mod-missed', o.missed);
+  const lines = verdicts(o);
+  card.classList.toggle(
+    'vramscope-mod-missed',
+    lines.some(v => v.missed)
+  );
   if (o.miss_fraction !== null) {
     card.dataset.missFraction = String(o.miss_fraction);
   }
@@ -221,22 +225,74 @@ export function outcomeCard(o: IOutcome, units: Units): HTMLElement {
       : '–';
   row('duration', 'Cell duration', undefined, duration, m.durationRatio);
   card.appendChild(table);
-  card.appendChild(h('div', 'vramscope-Optimize-verdict', verdict(o)));
+  for (const v of lines) {
+    const line = h('div', 'vramscope-Optimize-verdict', v.text);
+    line.dataset.key = v.key;
+    line.classList.toggle('vramscope-mod-missed', v.missed);
+    card.appendChild(line);
+  }
   return card;
 }
 
-/** One sentence: not measured yet, within x% of the prediction, or missed by x%. */
-export function verdict(o: IOutcome): string {
+/** A miss over this fraction of the prediction is called out (the kernel uses the same). */
+export const MISS_LIMIT = 0.2;
+
+/**
+ * How far the measured step-peak saving is from its prediction (|got - want| / want), or null
+ * when either is missing. The kernel's `miss_fraction` is about the saved activations.
+ */
+export function stepPeakMiss(o: IOutcome): number | null {
+  const want = o.predicted.step_peak_saving_bytes;
+  const got = measuredSavings(o).stepPeak;
+  if (!want || got === null) {
+    return null;
+  }
+  return Math.abs(got - want) / want;
+}
+
+/** One sentence about a miss fraction (`what`: the quantity it is about). */
+function missText(what: string, miss: number | null, missed: boolean): string {
+  if (miss === null) {
+    return `${what}: measured.`;
+  }
+  const pct = formatFraction(Math.abs(miss));
+  if (missed) {
+    return `${what}: the prediction missed by ${pct} (more than 20%).`;
+  }
+  if (Math.abs(miss) < 0.005) {
+    return `${what}: as predicted (within 0.5%).`;
+  }
+  return `${what}: within ${pct} of the prediction.`;
+}
+
+/**
+ * The verdicts of an outcome: not measured yet; or the saved activations (the kernel's miss)
+ * and, where a step-peak saving was predicted, the step peak; a miss over 20% says so.
+ */
+export function verdicts(
+  o: IOutcome
+): { key: string; text: string; missed: boolean }[] {
   if (!o.after) {
-    return o.before
+    const text = o.before
       ? 'Run the training cell again to measure the change.'
       : 'Run the training cell, then again after this change, to measure it.';
+    return [{ key: 'pending', text, missed: false }];
   }
-  const miss = formatFraction(
-    o.miss_fraction === null ? null : Math.abs(o.miss_fraction)
-  );
-  if (o.missed) {
-    return `The prediction missed by ${miss || 'more than 20%'} (more than 20%).`;
+  const out = [
+    {
+      key: 'activations',
+      text: missText('Saved activations', o.miss_fraction, o.missed),
+      missed: o.missed
+    }
+  ];
+  const peak = stepPeakMiss(o);
+  if (peak !== null) {
+    const missed = peak > MISS_LIMIT;
+    out.push({
+      key: 'step_peak',
+      text: missText('Step peak', peak, missed),
+      missed
+    });
   }
-  return miss ? `Within ${miss} of the prediction.` : 'Measured.';
+  return out;
 }

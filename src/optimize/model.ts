@@ -7,13 +7,7 @@
 import { IDisposable } from '@lumino/disposable';
 import { ISignal, Signal } from '@lumino/signaling';
 
-import type {
-  IAdvice,
-  IAdviceMessage,
-  IBatchSearch,
-  IBatchSearchMessage,
-  KernelMessage
-} from '../protocol';
+import type { IAdvice, IBatchSearch, KernelMessage } from '../protocol';
 import type { ConnectionStatus, IMemorySession } from '../tokens';
 import { validateAdvice } from '../validate';
 
@@ -150,9 +144,8 @@ export class OptimizeModel implements IDisposable {
     }
   }
 
-  private _onMessage(_: IMemorySession, msg: KernelMessage): void {
+  private _onMessage(_: IMemorySession, message: KernelMessage): void {
     // The session validated the message (validate.ts) before emitting it.
-    const message = msg as KernelMessage | IAdviceMessage | IBatchSearchMessage;
     if (message.type === 'advice') {
       this._advice = message.advice;
       this._error = '';

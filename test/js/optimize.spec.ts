@@ -20,7 +20,8 @@ import {
   costText,
   measuredSavings,
   savingText,
-  verdict
+  stepPeakMiss,
+  verdicts
 } from '../../src/optimize/cards';
 import {
   FINDER_KEY,
@@ -475,14 +476,40 @@ describe('cards', () => {
       stepPeak: 26 * MiB,
       durationRatio: 1.3
     });
-    expect(verdict(hit)).toBe('Within 7% of the prediction.');
+    const texts = (o: IOutcome) => verdicts(o).map(v => v.text);
+    expect(texts(hit)).toEqual([
+      'Saved activations: within 7% of the prediction.',
+      'Step peak: within 7% of the prediction.'
+    ]);
+    expect(stepPeakMiss(hit)).toBeCloseTo(2 / 28, 10);
+    expect(texts(outcome({ miss_fraction: 0.004 }))[0]).toBe(
+      'Saved activations: as predicted (within 0.5%).'
+    );
     const miss = outcome({ miss_fraction: 0.34, missed: true });
-    expect(verdict(miss)).toBe('The prediction missed by 34% (more than 20%).');
+    expect(verdicts(miss)[0]).toEqual({
+      key: 'activations',
+      text: 'Saved activations: the prediction missed by 34% (more than 20%).',
+      missed: true
+    });
+    // the step peak is checked on its own: 28 MiB predicted, 14 MiB measured
+    const peakMiss = outcome({
+      after: { ...outcome().after!, step_peak_bytes: 86 * MiB }
+    });
+    expect(verdicts(peakMiss)[1]).toEqual({
+      key: 'step_peak',
+      text: 'Step peak: the prediction missed by 50% (more than 20%).',
+      missed: true
+    });
+    // no step-peak prediction: no step-peak verdict
+    const noPeak = outcome({
+      predicted: { ...outcome().predicted, step_peak_saving_bytes: null }
+    });
+    expect(verdicts(noPeak).map(v => v.key)).toEqual(['activations']);
     const pending = outcome({ after: null, miss_fraction: null });
     expect(measuredSavings(pending).activations).toBeNull();
-    expect(verdict(pending)).toBe(
+    expect(texts(pending)).toEqual([
       'Run the training cell again to measure the change.'
-    );
+    ]);
   });
 
   it('summarises a batch-size search', () => {
@@ -655,9 +682,18 @@ describe('OptimizeView', () => {
     );
     expect(outcomes[0].classList.contains('vramscope-mod-missed')).toBe(false);
     expect(outcomes[1].classList.contains('vramscope-mod-missed')).toBe(true);
+    const missed = outcomes[1].querySelector(
+      '.vramscope-Optimize-verdict[data-key="activations"]'
+    )!;
+    expect(missed.textContent).toBe(
+      'Saved activations: the prediction missed by 50% (more than 20%).'
+    );
+    expect(missed.classList.contains('vramscope-mod-missed')).toBe(true);
     expect(
-      outcomes[1].querySelector('.vramscope-Optimize-verdict')!.textContent
-    ).toBe('The prediction missed by 50% (more than 20%).');
+      outcomes[1]
+        .querySelector('.vramscope-Optimize-verdict[data-key="step_peak"]')!
+        .classList.contains('vramscope-mod-missed')
+    ).toBe(false);
     const trials = $(view, '.vramscope-Optimize-trial');
     expect(trials.map(t => t.dataset.batchSize)).toEqual(['8', '16']);
     expect(
