@@ -122,3 +122,22 @@ def test_evaluation_with_autograd_on(cells: Cells) -> None:
     bare = dict(cells.ns)
     exec(fix["code"], bare)
     assert bare["preds"].grad_fn is None
+
+
+def test_an_eval_cell_is_not_charged_with_graphs_kept_before_it(cells: Cells) -> None:
+    """Insight's peaks start from what is still saved when a cell starts: a cell after one
+    that kept three graphs must not be charged with them."""
+    cells.run(CLEAN)
+    cells.run("kept = [model(x).sum() for _ in range(3)]  # three graphs kept")
+    cells.run("value = model(x).sum().item()  # one graph, freed at once")
+    advice = cells.advisor.advise()
+    found = {m["execution_count"] for m in advice["mistakes"] if m["id"].startswith("eval")}
+    modes = {
+        s["target_cell"]["execution_count"]: s
+        for s in advice["suggestions"]
+        if s["technique"] == "inference_mode"
+    }
+    three = modes[3]["predicted"]["saving_bytes"]
+    assert 3 in found
+    # its own graph only (on top of the three still kept): a third of them
+    assert modes[4]["predicted"]["saving_bytes"] == pytest.approx(three / 3, rel=0.05)

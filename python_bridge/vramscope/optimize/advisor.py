@@ -137,7 +137,10 @@ class Advisor:
 
         cells = self._cells()
         training_run = self._training_run(cells)
-        ctx = build_context(torch, self._ns(), cells, training_run, model, self._last_insight())
+        baseline = self.log.baseline(training_run) if training_run else None
+        ctx = build_context(
+            torch, self._ns(), cells, training_run, model, self._last_insight(), baseline
+        )
         if ctx.model is not None and not ctx.layers and self._watch is not None:
             self._watch(ctx.model)  # measure this module (not a namespace name) from now on
         runs = list(self.log.recent)

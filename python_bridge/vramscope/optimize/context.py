@@ -171,7 +171,10 @@ def build_context(
     training_run: CellRun | None,
     model_name: str | None,
     fallback_insight: dict[str, Any] | None,
+    baseline: dict[str, Any] | None = None,
 ) -> Context:
+    """``baseline``: the insight before the training run's; what it still held saved then
+    (a graph kept from an earlier cell) is in the run's peaks without being the run's own."""
     training = training_run.cell if training_run else None
     tree = parse(training.source) if training else None
     region = step_region(tree) if tree is not None else None
@@ -191,7 +194,7 @@ def build_context(
     layers: list[dict[str, Any]] = []
     measured = (insight or {}).get("model")
     if insight is not None and (measured == model_name or _same_module(measured, model)):
-        layers = list(insight.get("layers", ()))  # read only: the rows are not copied
+        layers = own_peaks(list(insight.get("layers", ())), baseline)
     elif training is None:
         notes.append(
             "no training cell recorded yet (a cell calling .backward() and .step()): run it "
@@ -223,6 +226,26 @@ def build_context(
         cells=cells,
         notes=notes,
     )
+
+
+def own_peaks(
+    layers: list[dict[str, Any]], baseline: dict[str, Any] | None
+) -> list[dict[str, Any]]:
+    """Rows whose peaks leave out what was already saved when the run started (the
+    baseline's live ``saved_bytes``, same model). Rows are copied only when there is any."""
+    if not baseline or baseline.get("model") is None:
+        return layers  # read only: the rows are not copied
+    held = {
+        r["path"]: int(r["saved_bytes"]) for r in baseline.get("layers", ()) if r["saved_bytes"]
+    }
+    if not held:
+        return layers
+    return [
+        {**r, "peak_saved_bytes": max(0, int(r["peak_saved_bytes"]) - held.get(r["path"], 0))}
+        if r["path"] in held
+        else r
+        for r in layers
+    ]
 
 
 def _same_module(measured: str | None, model: Any) -> bool:

@@ -115,6 +115,16 @@ class CellLog:
         found = next((r.insight for r in later if r.insight is not None), None)
         return CellRun(run.cell, run.record, found) if found is not None else run
 
+    def baseline(self, run: CellRun) -> dict[str, Any] | None:
+        """The insight before ``run``'s own: what was saved when ``run`` started."""
+        runs = list(self.recent)
+        if run not in runs:
+            return None
+        for earlier in reversed(runs[: runs.index(run)]):
+            if earlier.insight is not None and earlier.insight is not run.insight:
+                return earlier.insight
+        return None
+
     def find_run(self, execution_count: int | None) -> CellRun | None:
         for run in reversed(self.recent):
             if run.cell.execution_count == execution_count:

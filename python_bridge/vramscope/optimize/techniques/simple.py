@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import ast
+from typing import Any
 
 from ..codegen import CannotRewrite, replace_call_kwarg, wrap_all
 from ..context import Context
@@ -84,18 +85,35 @@ def eval_cells(ctx: Context, runs: list[CellRun]) -> list[tuple[CellSource, int]
     found: dict[int | None, tuple[CellSource, int]] = {}
     if not model:
         return []
+    measured: set[int] = set()  # insights already used (one may cover several cells)
     for run in runs:
         src = run.cell.source
         if f"{model}(" not in src or is_training_source(src) or ".backward(" in src:
             continue
         if "inference_mode" in src or "no_grad" in src:
             continue
-        if (run.insight or {}).get("model") != ctx.model_name:
-            continue
-        saved = activation_bytes(run.insight)
+        if (run.insight or {}).get("model") != ctx.model_name or id(run.insight) in measured:
+            continue  # another model, or the same measurement as an earlier cell (Run All)
+        # its own: what was still saved when it started (a graph kept before) is left out
+        before = self_baseline(runs, run)
+        saved = activation_bytes(run.insight) - live_bytes(before, ctx.model_name)
         if saved > 0 and run.record.get("ok", True):
+            measured.add(id(run.insight))
             found[run.cell.execution_count] = (run.cell, saved)
     return list(found.values())
+
+
+def self_baseline(runs: list[CellRun], run: CellRun) -> dict[str, Any] | None:
+    for earlier in reversed(runs[: runs.index(run)]):
+        if earlier.insight is not None and earlier.insight is not run.insight:
+            return earlier.insight
+    return None
+
+
+def live_bytes(insight: dict[str, Any] | None, model: str | None) -> int:
+    if not insight or insight.get("model") != model:
+        return 0
+    return sum(int(r.get("saved_bytes", 0)) for r in insight.get("layers", ()))
 
 
 def inference_mode(ctx: Context, runs: list[CellRun]) -> list[Suggestion]:
