@@ -29,6 +29,7 @@ REPORT_KEYS = (
     "breakdown",
     "holders",
     "client_errors",
+    "advice",  # since 1.1 (Optimize)
 )
 
 
@@ -61,4 +62,5 @@ def build_report(runtime: Runtime) -> dict[str, Any]:
         "breakdown": dict(insight.get("breakdown") or {}),
         "holders": list(insight.get("holders") or []),
         "client_errors": list(runtime.client_errors),
+        "advice": runtime.optimize.report(),
     }

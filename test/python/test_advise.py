@@ -130,6 +130,9 @@ def test_checkpointing_saving_matches_prediction(k: KernelHarness) -> None:
     measured = outcome["before"]["activation_bytes"] - outcome["after"]["activation_bytes"]
     assert measured == pytest.approx(pred["saving_bytes"], rel=0.2)
     assert outcome["missed"] is False and outcome["miss_fraction"] <= 0.2
+    # the session report keeps it (the last advice, outcomes as of now)
+    kept = value(k, "vramscope.session_report()['advice']['outcomes']")
+    assert [o for o in kept if o["suggestion_id"] == "checkpoint:layers"] == [outcome]
 
     # undo: the plain forwards are back, and so are the saved activations
     k.run_ok(ck["undo_code"], "undo-checkpoint")

@@ -73,6 +73,7 @@ class Advisor:
         self._last_insight = last_insight
         self._watch = watch
         self.log = CellLog()
+        self.device = "cpu"  # the advised model's device (outcomes read its cell deltas)
 
     # --- per cell ---------------------------------------------------------------------------
 
@@ -141,6 +142,7 @@ class Advisor:
         ctx = build_context(
             torch, self._ns(), cells, training_run, model, self._last_insight(), baseline
         )
+        self.device = ctx.device
         if ctx.model is not None and not ctx.layers and self._watch is not None:
             self._watch(ctx.model)  # measure this module (not a namespace name) from now on
         runs = list(self.log.recent)

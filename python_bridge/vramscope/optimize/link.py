@@ -21,6 +21,7 @@ class OptimizeLink:
             watch=lambda module: runtime.insight.watch(module),
         )
         self._model: str | None = None  # the last model advice was asked for
+        self.last: Advice | None = None  # the last advice computed (the session report's)
 
     def _namespace(self) -> dict[str, Any]:
         ns = getattr(self._runtime.shell, "user_ns", None)
@@ -46,9 +47,20 @@ class OptimizeLink:
         except Exception as exc:
             self._runtime._internal(exc)
         try:
-            return self.advisor.advise(self._model)
+            self.last = self.advisor.advise(self._model)
         except Exception as exc:  # advise() catches its own; a last guard
-            return empty_advice(f"advice failed: {type(exc).__name__}: {exc}")
+            self.last = empty_advice(f"advice failed: {type(exc).__name__}: {exc}")
+        return self.last
+
+    def report(self) -> Advice | None:
+        """For ``session_report()["advice"]``: the last advice, its outcomes as of now (the
+        runs measured since); None until advice was asked for."""
+        if self.last is None:
+            return None
+        try:
+            return {**self.last, "outcomes": self.advisor.log.outcomes(self.advisor.device)}
+        except Exception:
+            return self.last
 
     def after_cell(self, record: Any) -> None:
         """Per cell: keep it; re-send the advice when a marked cell ran."""
