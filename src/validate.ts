@@ -348,7 +348,7 @@ namespace Private {
       other: int,
       reserved_free: int,
       outside_pytorch: int,
-      other_tensors: int
+      other_tensors: bytes
     },
     ['reserved_free', 'outside_pytorch', 'other_tensors']
   );

@@ -168,6 +168,24 @@ describe('validateKernelMessage: rejects malformed messages', () => {
     expectError({ ...hello(), insight: { models: 'x' } }, 'hello.insight');
   });
 
+  it('accepts Breakdown.other_tensors and rejects a negative one (since 1.1)', () => {
+    const cpu = {
+      total_bytes: 100,
+      parameters: 10,
+      gradients: 0,
+      optimizer_state: 0,
+      activations: 0,
+      other: 90,
+      other_tensors: 64
+    };
+    const msg = (b: object) => ({
+      type: 'insight',
+      insight: makeInsight({ breakdown: { cpu: b as any } })
+    });
+    expect(typeof validateKernelMessage(msg(cpu))).toBe('object');
+    expectError(msg({ ...cpu, other_tensors: -1 }), 'other_tensors');
+  });
+
   it('rejects a wrong field type', () => {
     expectError(
       { ...hello(), warnings: 'x' },
