@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 from .devices import CellMark, Device, PeakPolicy
 from .protocol import CellRecord, DeviceDelta, DeviceSample
+from .quiet import wait_control_idle
 
 CODE_HEAD_CHARS = 120
 MAX_CELLS = 10_000
@@ -78,6 +79,7 @@ class CellRecorder:
         self.records: deque[CellRecord] = deque(maxlen=MAX_CELLS)
 
     def pre_run_cell(self, info: Any) -> None:
+        wait_control_idle()  # the debugger's answers on the control thread: not this cell's
         policy = self._peak_policy()
         marks: dict[str, tuple[Device, CellMark]] = {}
         for device in self._devices():
@@ -102,6 +104,7 @@ class CellRecorder:
         if not self._stack:
             return None  # registered mid-cell: no matching pre_run_cell
         pending = self._stack.pop()
+        wait_control_idle()
         window = self._close_window() if not self._stack else {}
         deltas: dict[str, DeviceDelta] = {}
         after: dict[str, DeviceSample] = {}
