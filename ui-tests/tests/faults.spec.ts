@@ -1,21 +1,125 @@
 /**
- * Browser faults (issue 14): a kernel whose environment lacks the bridge (a kernelspec for
- * the same python whose finder says vramscope is not installed) shows the install line and
- * the notebook keeps working. No fixed sleeps: every wait is on a condition.
+ * Browser faults (issue 14): a page reload while a training cell runs (the panel rebuilds
+ * from the kernel: the history with hello, the running cell's record when it ends), one
+ * notebook open in two browser tabs (both panels follow the one kernel), and a kernel whose
+ * environment lacks the bridge (a kernelspec for the same python whose finder says vramscope
+ * is not installed) showing the install line. Notebooks are used under the name they were
+ * created with (galata's createNew(name) renames Untitled.ipynb, and a page that opens the
+ * renamed path can start a second kernel). No fixed sleeps: every wait is on a condition.
  */
 import { execFileSync } from 'child_process';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
-import { expect } from '@jupyterlab/galata';
+import { expect, IJupyterLabPageFixture } from '@jupyterlab/galata';
 
-import { openPanel, runCode, test, waitForCell } from './lab';
-import { ROOT } from './utils';
+import {
+  openPanel,
+  rows,
+  runCode,
+  setCode,
+  startCode,
+  test,
+  waitForCell
+} from './lab';
+import { ROOT, watchDebugRequests } from './utils';
 
 const PYTHON = path.join(ROOT, '.venv', 'bin', 'python');
 const NO_BRIDGE = `vramscope-nobridge-${process.pid}`;
 let specDir = '';
 let hideDir = '';
+
+async function untitledWithPanel(page: IJupyterLabPageFixture): Promise<void> {
+  watchDebugRequests(page);
+  await page.notebook.createNew();
+  await page.sidebar.close('left');
+  await openPanel(page);
+  await page.sidebar.setWidth(460, 'right');
+  await expect(
+    page.locator('#vramscope-panel .vramscope-Status')
+  ).toHaveAttribute('data-status', 'connected', { timeout: 60_000 });
+}
+
+test('a page reload mid-training rebuilds the panel from the kernel', async ({
+  page
+}) => {
+  const errors: string[] = [];
+  page.on('pageerror', err => errors.push(String(err)));
+  await untitledWithPanel(page);
+  await runCode(page, 0, 'kept = bytearray(16 * 1024 * 1024)');
+  await expect(rows(page)).toHaveCount(1);
+  await setCode(
+    page,
+    1,
+    'import time\nfor step in range(40):\n    time.sleep(0.1)  # a training loop'
+  );
+  await page.notebook.save(); // the reloaded page reopens the saved notebook
+  page.on('dialog', dialog => void dialog.accept()); // "leave the page?" while it runs
+  await startCode(
+    page,
+    1,
+    'import time\nfor step in range(40):\n    time.sleep(0.1)  # a training loop'
+  );
+
+  // a plain browser reload (the app comes back, restores the open notebook, reconnects)
+  await page.evaluate(() => window.location.reload());
+  await page.waitForFunction(
+    () =>
+      !!(window as any).jupyterapp?.shell &&
+      !!document.querySelector('#vramscope-panel') &&
+      !!document.querySelector('.jp-NotebookPanel')
+  );
+  await openPanel(page);
+  const status = page.locator('#vramscope-panel .vramscope-Status');
+  await expect(status).toHaveAttribute('data-status', 'connected', {
+    timeout: 60_000
+  });
+  // the history comes back with hello, the running cell's record when it ends
+  await expect(rows(page)).toHaveCount(2, { timeout: 60_000 }); // newest first
+  await expect(rows(page).filter({ hasText: 'kept = bytearray' })).toHaveCount(
+    1
+  );
+  await expect(rows(page).filter({ hasText: 'import time' })).toHaveCount(1);
+  expect(errors.filter(e => /vramscope/i.test(e))).toEqual([]);
+});
+
+test('one notebook open in two browser tabs: both panels follow the kernel', async ({
+  page,
+  context,
+  baseURL,
+  tmpPath
+}) => {
+  await untitledWithPanel(page);
+  await runCode(page, 0, 'first = 1');
+  await expect(rows(page)).toHaveCount(1);
+  await page.notebook.save();
+
+  const second = await context.newPage();
+  const errors: string[] = [];
+  second.on('pageerror', err => errors.push(String(err)));
+  await second.goto(`${baseURL}/lab/tree/${tmpPath}/Untitled.ipynb`);
+  await second.waitForFunction(() => {
+    const app = (window as any).jupyterapp;
+    return !!app && !!app.shell && !!document.querySelector('#vramscope-panel');
+  });
+  await second.evaluate(() =>
+    (window as any).jupyterapp.shell.activateById('vramscope-panel')
+  );
+  const status2 = second.locator('#vramscope-panel .vramscope-Status');
+  await expect(status2).toHaveAttribute('data-status', 'connected', {
+    timeout: 60_000
+  });
+  const rows2 = second.locator('#vramscope-panel .vramscope-CellTable-row');
+  await expect(rows2).toHaveCount(1); // the history, from the shared kernel
+
+  // a cell run in the first tab reaches both panels
+  await runCode(page, 1, 'second = bytearray(8 * 1024 * 1024)');
+  await expect(rows(page)).toHaveCount(2);
+  await expect(rows2).toHaveCount(2);
+  await expect(rows2.filter({ hasText: 'second = bytearray' })).toHaveCount(1);
+  expect(errors.filter(e => /vramscope/i.test(e))).toEqual([]);
+  await second.close();
+});
 
 // The kernelspec exists only around this test: JupyterLab's default kernel for new
 // notebooks could otherwise be it.
