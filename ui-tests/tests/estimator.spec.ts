@@ -1,6 +1,6 @@
-import { expect, test } from '@jupyterlab/galata';
+import { expect } from '@jupyterlab/galata';
 
-import { newNotebookWithPanel, runCode } from './lab';
+import { newNotebookWithPanel, runCode, test } from './lab';
 import { panelBuilt } from './utils';
 
 const NET = [

@@ -2,10 +2,10 @@ import { execFileSync } from 'child_process';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
-import { expect, test } from '@jupyterlab/galata';
+import { expect } from '@jupyterlab/galata';
 import type { Browser, Page } from '@playwright/test';
 
-import { newNotebookWithPanel, runCode, waitForCell } from './lab';
+import { newNotebookWithPanel, runCode, test, waitForCell } from './lab';
 import { IMPORT_TORCH, panelBuilt, ROOT, screenshotPath } from './utils';
 
 const HOSTILE = '</script><img src=x onerror=alert(1)>';

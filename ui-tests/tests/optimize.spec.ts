@@ -1,8 +1,14 @@
 import * as path from 'path';
 
-import { expect, IJupyterLabPageFixture, test } from '@jupyterlab/galata';
+import { expect, IJupyterLabPageFixture } from '@jupyterlab/galata';
 
-import { cellOutput, newNotebookWithPanel, openPanel, runCode } from './lab';
+import {
+  cellOutput,
+  newNotebookWithPanel,
+  openPanel,
+  runCode,
+  test
+} from './lab';
 import { debuggerAnswered, panelBuilt, ROOT, screenshotPath } from './utils';
 
 /**

@@ -1,7 +1,7 @@
-import { expect, IJupyterLabPageFixture, test } from '@jupyterlab/galata';
+import { expect, IJupyterLabPageFixture } from '@jupyterlab/galata';
 import type { Locator } from '@playwright/test';
 
-import { newNotebookWithPanel, runCode, setCode } from './lab';
+import { newNotebookWithPanel, runCode, setCode, test } from './lab';
 import { panelBuilt } from './utils';
 
 /** A cell that runs for about 5 s and grows memory step by step. */
