@@ -18,18 +18,22 @@ import {
   KernelMessage
 } from './protocol';
 
-/** Checks a value; returns an error string, or null when the value is valid. */
-export type Check = (value: unknown, path: string) => string | null;
+import { Check, Checks, describe, isObject } from './validation/checks';
+import { estimate } from './validation/estimate';
+import { advice, batchSearch } from './validation/optimize';
+import { processes } from './validation/processes';
+
+export { Check, Checks } from './validation/checks';
 
 /** Validate one message received from the kernel. */
 export function validateKernelMessage(raw: unknown): KernelMessage | string {
   try {
-    if (!Private.isObject(raw)) {
-      return `message: expected an object, got ${Private.describe(raw)}`;
+    if (!isObject(raw)) {
+      return `message: expected an object, got ${describe(raw)}`;
     }
     const type = raw['type'];
     if (typeof type !== 'string') {
-      return `message.type: expected a string, got ${Private.describe(type)}`;
+      return `message.type: expected a string, got ${describe(type)}`;
     }
     const check = Private.MESSAGES[type];
     if (!check) {
@@ -75,12 +79,12 @@ export function validateInsight(raw: unknown): IInsight | string {
 
 /** Validate an `Advice` (since 1.1), e.g. the result of `get_advice`. */
 export function validateAdvice(raw: unknown): IAdvice | string {
-  return Private.advice(raw, 'advice') ?? (raw as IAdvice);
+  return advice(raw, 'advice') ?? (raw as IAdvice);
 }
 
 /** Validate an `Estimate` (since 1.1), the result of `estimate`. */
 export function validateEstimate(raw: unknown): IEstimate | string {
-  return Private.estimate(raw, 'estimate') ?? (raw as IEstimate);
+  return estimate(raw, 'estimate') ?? (raw as IEstimate);
 }
 
 /**
@@ -116,112 +120,6 @@ export function cellRecordCheck(omit: ReadonlyArray<string> = []): Check {
   return Checks.object(fields, Private.cellRecordOptional);
 }
 
-/** Small combinators the message checks are built from (exported for tests and reuse). */
-export namespace Checks {
-  export const str: Check = (v, p) =>
-    typeof v === 'string'
-      ? null
-      : `${p}: expected a string, got ${Private.describe(v)}`;
-
-  export const bool: Check = (v, p) =>
-    typeof v === 'boolean'
-      ? null
-      : `${p}: expected a boolean, got ${Private.describe(v)}`;
-
-  /** A finite number. */
-  export const num: Check = (v, p) =>
-    typeof v === 'number' && Number.isFinite(v)
-      ? null
-      : `${p}: expected a finite number, got ${Private.describe(v)}`;
-
-  /** A finite number >= 0. */
-  export const nonNeg: Check = (v, p) =>
-    num(v, p) ?? ((v as number) >= 0 ? null : `${p}: expected >= 0, got ${v}`);
-
-  /** An integer (may be negative: deltas). */
-  export const int: Check = (v, p) =>
-    typeof v === 'number' && Number.isInteger(v)
-      ? null
-      : `${p}: expected an integer, got ${Private.describe(v)}`;
-
-  /** A byte count: a non-negative integer. */
-  export const bytes: Check = (v, p) =>
-    int(v, p) ??
-    ((v as number) >= 0 ? null : `${p}: expected a byte count >= 0, got ${v}`);
-
-  export const any: Check = () => null;
-
-  export function literal(...values: ReadonlyArray<unknown>): Check {
-    return (v, p) =>
-      values.includes(v)
-        ? null
-        : `${p}: expected one of ${values.map(x => JSON.stringify(x)).join(', ')}, got ${Private.describe(v)}`;
-  }
-
-  export function nullable(check: Check): Check {
-    return (v, p) => (v === null ? null : check(v, p));
-  }
-
-  export function array(item: Check): Check {
-    return (v, p) => {
-      if (!Array.isArray(v)) {
-        return `${p}: expected an array, got ${Private.describe(v)}`;
-      }
-      for (let i = 0; i < v.length; i++) {
-        const e = item(v[i], `${p}[${i}]`);
-        if (e) {
-          return e;
-        }
-      }
-      return null;
-    };
-  }
-
-  /** An object whose every value passes `item` (e.g. `{[id: DeviceId]: DeviceDelta}`). */
-  export function record(item: Check): Check {
-    return (v, p) => {
-      if (!Private.isObject(v)) {
-        return `${p}: expected an object, got ${Private.describe(v)}`;
-      }
-      for (const key of Object.keys(v)) {
-        const e = item(v[key], `${p}.${key}`);
-        if (e) {
-          return e;
-        }
-      }
-      return null;
-    };
-  }
-
-  /**
-   * An object with these fields; a field listed in `optional` may be absent (or undefined).
-   * Extra fields are ignored.
-   */
-  export function object(
-    fields: { [key: string]: Check },
-    optional: ReadonlyArray<string> = []
-  ): Check {
-    return (v, p) => {
-      if (!Private.isObject(v)) {
-        return `${p}: expected an object, got ${Private.describe(v)}`;
-      }
-      for (const key of Object.keys(fields)) {
-        if (!(key in v) || v[key] === undefined) {
-          if (optional.includes(key)) {
-            continue;
-          }
-          return `${p}.${key}: missing`;
-        }
-        const e = fields[key](v[key], `${p}.${key}`);
-        if (e) {
-          return e;
-        }
-      }
-      return null;
-    };
-  }
-}
-
 namespace Private {
   const {
     str,
@@ -237,26 +135,6 @@ namespace Private {
     record,
     object
   } = Checks;
-
-  export function isObject(v: unknown): v is { [key: string]: unknown } {
-    return typeof v === 'object' && v !== null && !Array.isArray(v);
-  }
-
-  export function describe(v: unknown): string {
-    if (v === null) {
-      return 'null';
-    }
-    if (Array.isArray(v)) {
-      return 'an array';
-    }
-    if (typeof v === 'number') {
-      return Number.isFinite(v) ? `the number ${v}` : String(v);
-    }
-    if (typeof v === 'string') {
-      return `the string ${JSON.stringify(v.length > 40 ? v.slice(0, 40) + '…' : v)}`;
-    }
-    return typeof v;
-  }
 
   export const deviceInfo = object({
     id: str,
@@ -384,202 +262,6 @@ namespace Private {
     },
     ['activations_measured', 'partial']
   );
-
-  // ---- Optimize (since 1.1) ----
-  const fraction: Check = (v, p) =>
-    num(v, p) ??
-    ((v as number) >= 0 && (v as number) <= 1
-      ? null
-      : `${p}: expected a fraction in 0..1, got ${v}`);
-
-  const cellRef = object({
-    cell_id: nullable(str),
-    execution_count: nullable(int)
-  });
-
-  const predicted = object({
-    activation_bytes_before: nullable(bytes),
-    activation_bytes_after: nullable(bytes),
-    saving_bytes: bytes,
-    step_peak_saving_bytes: nullable(bytes),
-    saving_fraction: nullable(fraction)
-  });
-
-  const suggestion = object({
-    id: str,
-    technique: str,
-    title: str,
-    why: array(str),
-    predicted,
-    cost: object({ text: str, factor: nullable(nonNeg) }),
-    kind: literal('enable', 'rewrite', 'template', 'free'),
-    code: str,
-    undo_code: nullable(str),
-    target_cell: nullable(cellRef)
-  });
-
-  const mistake = object({
-    id: str,
-    title: str,
-    why: str,
-    fix_code: nullable(str),
-    cell_id: nullable(str),
-    execution_count: nullable(int)
-  });
-
-  const measured = object({
-    activation_bytes: bytes,
-    step_peak_bytes: bytes,
-    duration_s: nonNeg,
-    cell_id: nullable(str),
-    execution_count: nullable(int)
-  });
-
-  const outcome = object({
-    suggestion_id: str,
-    technique: str,
-    title: str,
-    predicted,
-    before: nullable(measured),
-    after: nullable(measured),
-    miss_fraction: nullable(nonNeg),
-    missed: bool
-  });
-
-  const names = ['model', 'optimizer', 'loss_fn', 'data', 'batch'];
-
-  export const advice = object({
-    model: nullable(str),
-    training_cell: nullable(cellRef),
-    names: object(Object.fromEntries(names.map(n => [n, nullable(str)]))),
-    suggestions: array(suggestion),
-    mistakes: array(mistake),
-    outcomes: array(outcome),
-    notes: array(str),
-    finder_code: nullable(str),
-    compute_ms: nonNeg
-  });
-
-  const batchSearch = object({
-    search_id: str,
-    state: literal('running', 'done', 'failed'),
-    device: str,
-    budget_bytes: bytes,
-    tried: array(
-      object({
-        batch_size: bytes,
-        peak_bytes: nullable(bytes),
-        fits: bool,
-        oom: bool
-      })
-    ),
-    batch_size: nullable(bytes),
-    accumulation_steps: nullable(bytes),
-    target_batch: nullable(bytes),
-    message: nullable(str)
-  });
-
-  const estimateBytes = [
-    'param_count',
-    'n_gpus',
-    'zero_stage',
-    'parameters',
-    'gradients',
-    'optimizer_state',
-    'master_weights',
-    'activations',
-    'total',
-    'cpu_offloaded'
-  ];
-
-  export const estimate = object({
-    ...Object.fromEntries(estimateBytes.map(key => [key, bytes])),
-    precision: str,
-    optimizer: str,
-    offload: array(str),
-    batch_size: nullable(bytes),
-    seq_len: nullable(bytes),
-    activation_source: literal('measured', 'none'),
-    activation_per_sample: nullable(nonNeg),
-    model: nullable(str),
-    notes: array(str)
-  });
-
-  // ---- processes (since 1.1) ----
-  const processDevice = object({
-    allocated: bytes,
-    reserved: bytes,
-    peak: bytes
-  });
-
-  const processInfo = object({
-    key: str,
-    pid: int,
-    ppid: int,
-    host: str,
-    remote: bool,
-    role: str,
-    kind: literal('worker', 'rank', 'child'),
-    index: nullable(int),
-    world: nullable(int),
-    cell: nullable(int),
-    started: num,
-    last_seen: num,
-    rss: bytes,
-    uss: nullable(bytes),
-    pss: nullable(bytes),
-    peak_rss: bytes,
-    peak_uss: bytes,
-    devices: record(processDevice),
-    peak_devices: record(bytes),
-    dropped: bytes,
-    ended: nullable(num),
-    exit: nullable(str),
-    exit_code: nullable(int),
-    signal: nullable(int),
-    oom: bool
-  });
-
-  const processPoint: Check = (v, p) =>
-    Array.isArray(v) && v.length === 4
-      ? (num(v[0], `${p}[0]`) ??
-        bytes(v[1], `${p}[1]`) ??
-        nullable(bytes)(v[2], `${p}[2]`) ??
-        bytes(v[3], `${p}[3]`))
-      : `${p}: expected [t, rss, uss, device], got ${describe(v)}`;
-
-  const processFinding = object({
-    kind: literal('copy_on_access'),
-    cell: nullable(int),
-    workers: array(str),
-    num_workers: bytes,
-    growth_bytes: bytes,
-    projected_saving_bytes: bytes,
-    dataset: object({
-      name: nullable(str),
-      type: str,
-      containers: array(
-        object({ name: str, type: str, length: bytes, bytes: bytes })
-      )
-    }),
-    message: str,
-    fixes: array(str)
-  });
-
-  export const processes = object({
-    time: num,
-    full: bool,
-    processes: array(processInfo),
-    samples: record(array(processPoint)),
-    findings: array(processFinding),
-    stats: object({
-      received: bytes,
-      dropped: bytes,
-      refused: bytes,
-      malformed: bytes
-    }),
-    remote: nullable(str)
-  });
 
   const kernelInfo = object({
     pid: int,
