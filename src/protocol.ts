@@ -3,6 +3,14 @@
  * python_bridge/vramscope/protocol.py. Shapes only; validation lives in `validate.ts`.
  */
 
+import type { IEstimate, IEstimateParams } from './messages/estimate';
+import type { IAdvice, IBatchSearch } from './messages/optimize';
+import type { IProcessesMessage } from './messages/processes';
+
+export * from './messages/estimate';
+export * from './messages/optimize';
+export * from './messages/processes';
+
 export const PROTOCOL_VERSION = '1.1.0';
 export const COMM_TARGET = 'vramscope';
 
@@ -149,154 +157,6 @@ export interface IActivationsMeasured {
   reason: 'first' | 'shapes' | 'dtype' | 'mode' | 'graph_kept';
 }
 
-// ---- Optimize (since 1.1): advice and the batch-size search ---------------
-
-/** A recorded cell, by JupyterLab cell id and execution count. */
-export interface ICellRef {
-  cell_id: string | null;
-  execution_count: number | null;
-}
-
-/** The user's variables the advice's cells are written with. */
-export interface IAdviceNames {
-  model: string | null;
-  optimizer: string | null;
-  loss_fn: string | null;
-  /** Data loader / dataset. */
-  data: string | null;
-  /** The batch (or input) variable of the training loop. */
-  batch: string | null;
-}
-
-/** A suggestion's predicted effect (bytes), from what was measured. */
-export interface IPredicted {
-  activation_bytes_before: number | null;
-  activation_bytes_after: number | null;
-  saving_bytes: number;
-  step_peak_saving_bytes: number | null;
-  /** saving / activation_bytes_before (0..1). */
-  saving_fraction: number | null;
-}
-
-export type SuggestionKind = 'enable' | 'rewrite' | 'template' | 'free';
-
-export interface ISuggestion {
-  /** Stable per technique and target, e.g. "checkpoint:model.blocks". */
-  id: string;
-  technique: string;
-  title: string;
-  /** The measured facts it rests on. */
-  why: string[];
-  predicted: IPredicted;
-  cost: { text: string; factor: number | null };
-  kind: SuggestionKind;
-  /** The cell text (plain PyTorch; first line `# vramscope: <id>`). */
-  code: string;
-  undo_code: string | null;
-  target_cell: ICellRef | null;
-}
-
-export interface IMistake {
-  id: string;
-  title: string;
-  why: string;
-  fix_code: string | null;
-  cell_id: string | null;
-  execution_count: number | null;
-}
-
-/** One training-cell run as measured. */
-export interface IMeasured {
-  activation_bytes: number;
-  step_peak_bytes: number;
-  duration_s: number;
-  cell_id: string | null;
-  execution_count: number | null;
-}
-
-/** Predicted vs measured for an applied suggestion. */
-export interface IOutcome {
-  suggestion_id: string;
-  technique: string;
-  title: string;
-  predicted: IPredicted;
-  before: IMeasured | null;
-  after: IMeasured | null;
-  miss_fraction: number | null;
-  /** The measured saving missed the prediction by more than 20%. */
-  missed: boolean;
-}
-
-export interface IAdvice {
-  model: string | null;
-  training_cell: ICellRef | null;
-  names: IAdviceNames;
-  /** Ranked, best first. */
-  suggestions: ISuggestion[];
-  mistakes: IMistake[];
-  outcomes: IOutcome[];
-  notes: string[];
-  /** A cell running vramscope.find_batch_size in the user's names (null: none found). */
-  finder_code: string | null;
-  compute_ms: number;
-}
-
-export interface IBatchTrial {
-  batch_size: number;
-  peak_bytes: number | null;
-  fits: boolean;
-  oom: boolean;
-}
-
-export interface IBatchSearch {
-  search_id: string;
-  state: 'running' | 'done' | 'failed';
-  device: DeviceId;
-  budget_bytes: number;
-  tried: IBatchTrial[];
-  batch_size: number | null;
-  accumulation_steps: number | null;
-  target_batch: number | null;
-  message: string | null;
-}
-
-/** Since 1.1: the `estimate` request's answer, bytes per GPU (docs/protocol.md). */
-export interface IEstimate {
-  param_count: number;
-  precision: string;
-  optimizer: string;
-  zero_stage: number;
-  n_gpus: number;
-  offload: string[];
-  batch_size: number | null;
-  seq_len: number | null;
-  parameters: number;
-  gradients: number;
-  optimizer_state: number;
-  master_weights: number;
-  activations: number;
-  total: number;
-  /** Bytes of this GPU's share moved to host memory by `offload`. */
-  cpu_offloaded: number;
-  activation_source: 'measured' | 'none';
-  activation_per_sample: number | null;
-  model: string | null;
-  notes: string[];
-}
-
-/** Since 1.1: the `estimate` request's params: `model` (a name) or `params` (a count). */
-export interface IEstimateParams {
-  model?: string;
-  params?: number;
-  optimizer?: string;
-  precision?: string;
-  batch_size?: number | null;
-  seq_len?: number | null;
-  zero_stage?: number;
-  n_gpus?: number;
-  offload?: string | null;
-}
-
 export interface IKernelInfo {
   pid: number;
   python: string;
@@ -390,99 +250,6 @@ export interface IAdviceMessage {
 export interface IBatchSearchMessage {
   type: 'batch_search';
   search: IBatchSearch;
-}
-
-/** Since 1.1: one device's allocator figures in a child process. */
-export interface IProcessDevice {
-  allocated: number;
-  reserved: number;
-  peak: number;
-}
-
-/** Since 1.1: a child process or rank reporting to the kernel (docs/protocol.md "Processes"). */
-export interface IProcessInfo {
-  /** `host:pid`. */
-  key: string;
-  pid: number;
-  ppid: number;
-  host: string;
-  /** Reported over the opt-in UDP port (another host, or a process not forked here). */
-  remote: boolean;
-  /** "DataLoader worker 0", "rank 1", "child pid 1234" (+ " @ host" when remote). */
-  role: string;
-  kind: 'worker' | 'rank' | 'child';
-  /** Worker id or rank. */
-  index: number | null;
-  /** num_workers or world size. */
-  world: number | null;
-  /** Execution count of the cell that forked it. */
-  cell: number | null;
-  started: number;
-  last_seen: number;
-  rss: number;
-  uss: number | null;
-  pss: number | null;
-  peak_rss: number;
-  peak_uss: number;
-  devices: { [id: DeviceId]: IProcessDevice };
-  peak_devices: { [id: DeviceId]: number };
-  dropped: number;
-  /** Kernel time it was seen ending, or null while it runs. */
-  ended: number | null;
-  /** "exit code 0", "killed by SIGKILL", "killed by the OOM killer (SIGKILL)", ... */
-  exit: string | null;
-  exit_code: number | null;
-  signal: number | null;
-  oom: boolean;
-}
-
-/** One lane point: [kernel time, rss, uss (null when not read), device bytes allocated]. */
-export type ProcessPoint = [number, number, number | null, number];
-
-export interface IDatasetContainer {
-  name: string;
-  type: string;
-  length: number;
-  bytes: number;
-}
-
-/** Since 1.1: DataLoader workers copying a dataset of Python objects page by page. */
-export interface IProcessFinding {
-  kind: 'copy_on_access';
-  cell: number | null;
-  /** Keys of the workers showing it. */
-  workers: string[];
-  num_workers: number;
-  growth_bytes: number;
-  projected_saving_bytes: number;
-  dataset: {
-    name: string | null;
-    type: string;
-    containers: IDatasetContainer[];
-  };
-  message: string;
-  fixes: string[];
-}
-
-export interface IProcessStats {
-  received: number;
-  dropped: number;
-  refused: number;
-  malformed: number;
-}
-
-/** Since 1.1: child processes and ranks; `full` answers carry every kept lane point. */
-export interface IProcessesMessage {
-  type: 'processes';
-  time: number;
-  full: boolean;
-  processes: IProcessInfo[];
-  /** New lane points by process key (all kept points when `full`). */
-  samples: { [key: string]: ProcessPoint[] };
-  findings: IProcessFinding[];
-  stats: IProcessStats;
-  /** The UDP address remote ranks report to, when listening. */
-  remote: string | null;
 }
 
 export type KernelMessage =

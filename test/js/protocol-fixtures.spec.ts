@@ -13,12 +13,16 @@ const captured: Record<string, unknown> = JSON.parse(
   fs.readFileSync(FILE, 'utf8')
 );
 
-/** Every `type` of the KernelMessage union in src/protocol.ts. */
+/** Every `type` of the KernelMessage union in src/protocol.ts (feature messages in src/messages/). */
 function unionTypes(): string[] {
-  const src = fs.readFileSync(
-    path.join(__dirname, '..', '..', 'src', 'protocol.ts'),
-    'utf8'
-  );
+  const srcDir = path.join(__dirname, '..', '..', 'src');
+  const messagesDir = path.join(srcDir, 'messages');
+  const src = [
+    path.join(srcDir, 'protocol.ts'),
+    ...fs.readdirSync(messagesDir).map(f => path.join(messagesDir, f))
+  ]
+    .map(f => fs.readFileSync(f, 'utf8'))
+    .join('\n');
   const union = src.split('export type KernelMessage =')[1].split(';')[0];
   const names = union.match(/I\w+Message/g) ?? [];
   return names.map(name => {
