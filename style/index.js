@@ -4,4 +4,5 @@ import './insight.css';
 import './estimator.css';
 import './widget.css';
 import './optimize.css';
+import './export.css';
 import './processes.css';
