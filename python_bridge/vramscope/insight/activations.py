@@ -345,9 +345,17 @@ class ActivationTracker:
             # A top-level call excludes the whole tree at once; nested ones their own
             # tensors (a module reached through a plain attribute, a closure or a dict
             # is not under its caller's tree).
-            self._excluded_roots.add(mid)
-            tensors = module_tensors(module, recurse=not self._stack)
-            self._excluded |= storage_keys(tensors)
+            if self._stack:
+                self._excluded_roots.add(mid)
+                self._excluded |= storage_keys(module_tensors(module, recurse=False))
+            else:
+                # one walk of the tree: its modules are marked done, so their own first
+                # calls below skip this (a measured forward's cost, paid per module)
+                tree = list(module.modules())
+                self._excluded_roots.update(map(id, tree))
+                self._excluded |= storage_keys(
+                    t for mod in tree for t in module_tensors(mod, recurse=False)
+                )
         stat = state.layers.get(mid)
         if stat is None:
             stat = state.layers[mid] = LayerStat(type(module).__name__)
