@@ -2,8 +2,10 @@
 
 One kernel (jupyter_client), three workloads built in it (a GPT-style decoder, a conv net
 with BatchNorm, a many-small-ops MLP), each trained in blocks of steps, one block per cell as
-a notebook runs them. Every round runs one block per arm, the arms' order rotating from round
-to round so drift and load on the shared machine hit every arm alike:
+a notebook runs them. Every round runs one block per arm, each between two ``off`` blocks
+(off, arm, off, arm, ..., off), and compares it with the geometric mean of its two neighbours,
+so a drift of the shared machine's speed cancels to first order; the arms' order rotates and
+reverses from round to round:
 
 * ``off`` and ``off2``: the extension unloaded (``%unload_ext vramscope``); ``off2/off`` is the
   A/A control, the noise every other ratio must beat;
@@ -15,16 +17,17 @@ to round so drift and load on the shared machine hit every arm alike:
 A loaded arm has a ``stream`` comm open, as the front end has. Per block two clocks: wall
 time of the steps, timed inside the cell, and the kernel process's CPU time (all threads:
 torch's workers, the sampler) from just before the execute request until 30 ms after its reply,
-so the per-cell work done after the reply is counted too. A ratio is arm / ``off`` of the same
-round; printed: the median over rounds and the quartiles, for torch's default thread count
+so the per-cell work done after the reply is counted too. Printed per arm: the median of its
+ratios over rounds and their quartiles, for torch's default thread count
 and for 1 thread. ``--record`` writes the table to bench/RESULTS.md. No asserts.
 
-    python bench/training_overhead.py [--rounds 10] [--block 0.6] [--quick] [--record]
+    python bench/training_overhead.py [--rounds 8] [--block 0.8] [--quick] [--record]
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
 import sys
 import time
@@ -133,9 +136,13 @@ def train_step():
 
 def train_block(k):
     w0, c0 = _vs_time.perf_counter(), _vs_time.process_time()
+    times = []
     for _ in range(k):
+        t0 = _vs_time.perf_counter()
         train_step()
-    return _vs_time.perf_counter() - w0, _vs_time.process_time() - c0
+        times.append(_vs_time.perf_counter() - t0)
+    times.sort()
+    return _vs_time.perf_counter() - w0, times[len(times) // 2]
 
 train_block(3)
 """
@@ -154,13 +161,18 @@ class Bench:
         self.state = "off"
 
     def switch(self, arm: str) -> None:
+        """Into ``arm``'s state. The A/A arm runs as many cells as loading does (and
+        leaving it as many as unloading), so no arm differs in what ran just before it."""
         loaded = arm not in ("off", "off2")
         if not loaded:
-            if self.state != "off":
-                self.k.run_ok("%unload_ext vramscope")
-            self.state = "off"
+            if arm == "off2":
+                for _ in range(3):
+                    self.k.run_ok("pass")
+            elif self.state != "off":
+                self.k.run_ok("pass" if self.state == "off2" else "%unload_ext vramscope")
+            self.state = arm
             return
-        if self.state == "off":
+        if self.state in ("off", "off2"):
             self.k.run_ok("%load_ext vramscope")
             stream = self.k.comm_open("stream")
             self.k.comm_data(stream, "hello")
@@ -169,14 +181,15 @@ class Bench:
         self.k.execute("pass")  # the settings cell's follow-up work lands here, not below
         self.state = arm
 
-    def block(self, steps: int) -> tuple[float, float]:
-        """(wall of the steps inside the cell, kernel CPU around the cell incl. 30 ms after)."""
+    def block(self, steps: int) -> tuple[float, float, float]:
+        """(wall of the steps inside the cell, kernel CPU around the cell incl. 30 ms after,
+        the median step's wall time)."""
         c0 = float(self.k.eval(CPU))  # silent executes: no cell hooks run for them
         self.k.run_ok(f"_vs_last = train_block({steps})")
         time.sleep(0.03)
         c1 = float(self.k.eval(CPU))
-        wall, _ = self.k.eval("_vs_last")
-        return float(wall), c1 - c0
+        wall, median_step = self.k.eval("_vs_last")
+        return float(wall), c1 - c0, float(median_step)
 
 
 def quartiles(values: list[float]) -> tuple[float, float, float]:
@@ -202,18 +215,25 @@ def run_workload(kernel_cls: Any, bootstrap: str, name: str, args: argparse.Name
             kernel.run_ok("_vs_last = train_block(3)")
             step = float(kernel.eval("_vs_last")[0]) / 3
             steps = max(3, round(args.block / step))
-            ratios: dict[str, list[tuple[float, float]]] = {a: [] for a in ARMS[1:]}
+            ratios: dict[str, list[tuple[float, ...]]] = {a: [] for a in ARMS[1:]}
             for r in range(args.rounds):
-                order = ARMS[r % len(ARMS) :] + ARMS[: r % len(ARMS)]
+                arms = ARMS[1:]
+                order = arms[r % len(arms) :] + arms[: r % len(arms)]
                 if r % 2:
                     order = order[::-1]
-                got: dict[str, tuple[float, float]] = {}
+                # off, arm, off, arm, ..., off: every arm block sits between two off blocks
+                # and is compared with their geometric mean, so drift of the machine's speed
+                # within a round (other tenants, frequency) cancels to first order
+                bench.switch("off")
+                before = bench.block(steps)
                 for arm in order:
                     bench.switch(arm)
-                    got[arm] = bench.block(steps)
-                base = got["off"]
-                for arm in ARMS[1:]:
-                    ratios[arm].append((got[arm][0] / base[0], got[arm][1] / base[1]))
+                    got = bench.block(steps)
+                    bench.switch("off")
+                    after = bench.block(steps)
+                    base = [math.sqrt(x * y) for x, y in zip(before, after)]
+                    ratios[arm].append(tuple(g / b for g, b in zip(got, base)))
+                    before = after
             bench.switch("off")
             head = (
                 f"{name}, {threads} thread{'s' if threads > 1 else ''}"
@@ -222,12 +242,12 @@ def run_workload(kernel_cls: Any, bootstrap: str, name: str, args: argparse.Name
             )
             lines.append(head)
             for arm in ARMS[1:]:
-                w = quartiles([x[0] for x in ratios[arm]])
-                c = quartiles([x[1] for x in ratios[arm]])
+                w, c, m = (quartiles([x[i] for x in ratios[arm]]) for i in range(3))
                 label = "off2 (A/A)" if arm == "off2" else arm
                 lines.append(
                     f"  {label:<12} wall {w[1]:.3f} [{w[0]:.3f}..{w[2]:.3f}]   "
-                    f"CPU {c[1]:.3f} [{c[0]:.3f}..{c[2]:.3f}]"
+                    f"CPU {c[1]:.3f} [{c[0]:.3f}..{c[2]:.3f}]   "
+                    f"median step {m[1]:.3f} [{m[0]:.3f}..{m[2]:.3f}]"
                 )
             print("\n".join(lines[-len(ARMS) :]), flush=True)
     finally:
@@ -237,8 +257,8 @@ def run_workload(kernel_cls: Any, bootstrap: str, name: str, args: argparse.Name
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=10)
-    parser.add_argument("--block", type=float, default=0.6, help="seconds of steps per block")
+    parser.add_argument("--rounds", type=int, default=8)
+    parser.add_argument("--block", type=float, default=0.8, help="seconds of steps per block")
     parser.add_argument("--hz", type=float, default=10.0, help="the sampler's rate when on")
     parser.add_argument("--workloads", default="gpt,conv,mlp")
     parser.add_argument("--quick", action="store_true", help="3 rounds of 0.3 s blocks")
@@ -252,9 +272,11 @@ def main() -> None:
 
     started = time.monotonic()
     lines = [
-        "ratio = arm / off in the same round: median [quartiles] over rounds; wall = the "
+        "ratio = arm / the geometric mean of the off blocks just before and after it: median "
+        "[quartiles] over rounds; wall = the "
         "steps timed inside the cell; CPU = the kernel process (all threads) from the "
-        "execute request to 30 ms after the reply",
+        "execute request to 30 ms after the reply; median step = the block's median step "
+        "(steady state: leaves out the cell's measured first step and bursts of load)",
     ]
     for name in args.workloads.split(","):
         lines.append(f"{name}: {WORKLOADS[name]}")
