@@ -11,7 +11,7 @@ import {
 import { MemorySession } from '../../src/model/session';
 import { hello, record, settings } from './fixtures';
 
-import { FakeContext, FakeKernel, flush } from './fakekernel';
+import { FakeContext, FakeKernel, flush, IReply } from './fakekernel';
 
 function setup(
   kernel: FakeKernel | null,
@@ -33,10 +33,10 @@ const samplesAsked = (kernel: FakeKernel) =>
   kernel.open('control')[0].sent.filter(m => m.method === 'get_samples');
 
 /** Run `body` on jest's fake timers (`Date.now` included), then on real ones again. */
-function withFakeTimers(body: () => void): void {
+async function withFakeTimers(body: () => void | Promise<void>): Promise<void> {
   jest.useFakeTimers();
   try {
-    body();
+    await body();
   } finally {
     jest.useRealTimers();
   }
@@ -49,6 +49,25 @@ async function connected(kernel: FakeKernel, helloId = 'kernel-1') {
   expect(stream).toBeDefined();
   stream.receive(hello({ session_id: helloId }));
   return stream;
+}
+
+/** A bridge on `kernel`, connected, once the work that follows `hello` has been sent. */
+async function connectedBridge(kernel = new FakeKernel('k1')) {
+  const parts = setup(kernel);
+  await connected(kernel);
+  await flush();
+  return { kernel, ...parts };
+}
+
+/** `kernel`'s new process says hello: connected again, in the second epoch. */
+function expectReconnected(
+  kernel: FakeKernel,
+  session: MemorySession,
+  helloId: string
+): void {
+  kernel.open('stream')[0].receive(hello({ session_id: helloId }));
+  expect(session.status).toBe('connected');
+  expect(session.epoch).toBe(1);
 }
 
 describe('KernelBridge: connecting', () => {
@@ -70,12 +89,10 @@ describe('KernelBridge: connecting', () => {
   it('asks for the kernel-kept samples after hello, once the kernel has been idle a moment', async () => {
     const kernel = new FakeKernel('k1');
     kernel.status = 'busy'; // e.g. "Run All" right after opening the notebook
-    const { bridge } = setup(kernel);
-    await connected(kernel);
-    await flush();
+    const { bridge } = await connectedBridge(kernel);
     const asked = () => samplesAsked(kernel);
     expect(asked()).toHaveLength(0);
-    withFakeTimers(() => {
+    await withFakeTimers(() => {
       // "Run All": idle for an instant between cells does not count as quiet
       kernel.setStatus('idle');
       jest.advanceTimersByTime(KernelBridge.BACKFILL_QUIET_MS / 2);
@@ -94,12 +111,9 @@ describe('KernelBridge: connecting', () => {
   });
 
   it('waits for the replies of execute requests already sent, even while the kernel says idle', async () => {
-    const kernel = new FakeKernel('k1');
-    const { bridge } = setup(kernel);
-    await connected(kernel);
-    await flush();
+    const { kernel, bridge } = await connectedBridge();
     const asked = () => samplesAsked(kernel);
-    withFakeTimers(() => {
+    await withFakeTimers(() => {
       // "Run All" sent two cells; their busy status has not arrived yet.
       const first = kernel.sendExecute();
       const second = kernel.sendExecute();
@@ -119,10 +133,7 @@ describe('KernelBridge: connecting', () => {
   });
 
   it('tells the session which cell runs, from its execute_input to its reply', async () => {
-    const kernel = new FakeKernel('k1');
-    const { session, bridge } = setup(kernel);
-    await connected(kernel);
-    await flush();
+    const { kernel, session, bridge } = await connectedBridge();
     expect(session.runningCell).toBeNull(); // the silent bootstrap is no cell
     const seen: (string | null)[] = [];
     session.runningCellChanged.connect((_, c) => seen.push(c?.cellId ?? null));
@@ -151,10 +162,7 @@ describe('KernelBridge: connecting', () => {
   });
 
   it('a restart ends the running cell', async () => {
-    const kernel = new FakeKernel('k1');
-    const { context, session, bridge } = setup(kernel);
-    await connected(kernel);
-    await flush();
+    const { kernel, context, session, bridge } = await connectedBridge();
     kernel.sendExecute({ code: 'while True: pass', cellId: 'c' }).input(1);
     expect(session.runningCell?.executionCount).toBe(1);
     await context.restart(kernel);
@@ -163,12 +171,9 @@ describe('KernelBridge: connecting', () => {
   });
 
   it('does not wait for ever for a reply that was lost', async () => {
-    const kernel = new FakeKernel('k1');
-    const { bridge } = setup(kernel);
-    await connected(kernel);
-    await flush();
+    const { kernel, bridge } = await connectedBridge();
     const asked = () => samplesAsked(kernel);
-    withFakeTimers(() => {
+    await withFakeTimers(() => {
       kernel.sendExecute(); // its reply never comes; the kernel stays idle
       kernel.setStatus('idle');
       jest.advanceTimersByTime(KernelBridge.LOST_REPLY_MS + 1);
@@ -181,16 +186,13 @@ describe('KernelBridge: connecting', () => {
   });
 
   it('forgets unanswered execute requests when the kernel restarts', async () => {
-    const kernel = new FakeKernel('k1');
-    const { context, bridge } = setup(kernel);
-    await connected(kernel);
-    await flush();
+    const { kernel, context, bridge } = await connectedBridge();
     kernel.sendExecute(); // never answered: the kernel is restarted under it
     await context.restart(kernel);
     await flush();
     const [stream] = kernel.open('stream');
     stream.receive(hello({ session_id: 'proc-2' }));
-    withFakeTimers(() => {
+    await withFakeTimers(() => {
       kernel.setStatus('idle');
       jest.advanceTimersByTime(KernelBridge.BACKFILL_QUIET_MS + 1);
       expect(samplesAsked(kernel)).toHaveLength(1); // the new kernel's control comm
@@ -199,10 +201,7 @@ describe('KernelBridge: connecting', () => {
   });
 
   it('sends no set_settings when the kernel already has the settings', async () => {
-    const kernel = new FakeKernel('k1');
-    const { bridge } = setup(kernel);
-    await connected(kernel);
-    await flush();
+    const { kernel, bridge } = await connectedBridge();
     expect(
       kernel.open('control')[0].sent.filter(m => m.method !== 'get_samples')
     ).toEqual([]);
@@ -326,8 +325,7 @@ describe('KernelBridge: connecting', () => {
   });
 
   it('retries a bootstrap that gets no reply, then reports an error', async () => {
-    jest.useFakeTimers();
-    try {
+    await withFakeTimers(async () => {
       const kernel = new FakeKernel('k1');
       kernel.autoReply = null;
       const { session, bridge } = setup(kernel, { connectTimeoutMs: 100 });
@@ -347,14 +345,11 @@ describe('KernelBridge: connecting', () => {
       expect(session.status).toBe('error');
       expect(kernel.comms).toHaveLength(0);
       bridge.dispose();
-    } finally {
-      jest.useRealTimers();
-    }
+    });
   });
 
   it('keeps waiting (no retry) while the kernel is busy running cells', async () => {
-    jest.useFakeTimers();
-    try {
+    await withFakeTimers(async () => {
       const kernel = new FakeKernel('k1');
       kernel.autoReply = null;
       const { session, bridge } = setup(kernel, { connectTimeoutMs: 100 });
@@ -368,9 +363,7 @@ describe('KernelBridge: connecting', () => {
       await flush();
       expect(kernel.open('stream')).toHaveLength(1);
       bridge.dispose();
-    } finally {
-      jest.useRealTimers();
-    }
+    });
   });
 });
 
@@ -432,9 +425,7 @@ describe('KernelBridge: restarts and kernel changes', () => {
       kernel.setConnection('connected');
       await flush();
       expect(kernel.executes).toHaveLength(2);
-      kernel.open('stream')[0].receive(hello({ session_id: 'proc-2' }));
-      expect(session.status).toBe('connected');
-      expect(session.epoch).toBe(1);
+      expectReconnected(kernel, session, 'proc-2');
       bridge.dispose();
     }
   );
@@ -497,9 +488,7 @@ describe('KernelBridge: restarts and kernel changes', () => {
     context.changeKernel(k2);
     await flush();
     expect(k2.executes).toHaveLength(1);
-    k2.open('stream')[0].receive(hello({ session_id: 'proc-k2' }));
-    expect(session.status).toBe('connected');
-    expect(session.epoch).toBe(1);
+    expectReconnected(k2, session, 'proc-k2');
     bridge.dispose();
   });
 
@@ -522,9 +511,7 @@ describe('KernelBridge: restarts and kernel changes', () => {
     k1.setStatus('restarting');
     oldStream.receive({ type: 'cell', record: record(), devices: [] });
     expect(session.cells).toHaveLength(0);
-    k2.open('stream')[0].receive(hello({ session_id: 'proc-k2' }));
-    expect(session.status).toBe('connected');
-    expect(session.epoch).toBe(1);
+    expectReconnected(k2, session, 'proc-k2');
     bridge.dispose();
   });
 

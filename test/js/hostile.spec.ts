@@ -5,19 +5,12 @@
  * markup, through the real session (validation included) and the real views.
  */
 import { MessageLoop } from '@lumino/messaging';
-import { Signal } from '@lumino/signaling';
 import { Widget } from '@lumino/widgets';
 
 import { InsightView } from '../../src/insight/view';
 import { bandHover } from '../../src/timeline/figure';
 import { MemorySession } from '../../src/model/session';
-import { DEFAULT_SETTINGS } from '../../src/model/settings';
-import { MemoryPanel } from '../../src/panel/panel';
-import {
-  IFrontendSettings,
-  IMemorySession,
-  IMemoryTracker
-} from '../../src/tokens';
+import { panelWithSession } from './faketracker';
 import { hello, insight, MIB, record } from './fixtures';
 
 const HTML = '<img src=x onerror="window.__pwned=1">';
@@ -27,20 +20,6 @@ const NEWLINE = 'a\n__import__("os")';
 const LONG = 'L'.repeat(100_000);
 const REPLACED = '\ufffdx';
 const HOSTILE = [HTML, SCRIPT, BIDI, NEWLINE, LONG, REPLACED];
-
-class FakeTracker implements IMemoryTracker {
-  activeSession: IMemorySession | null = null;
-  activeChanged = new Signal<IMemoryTracker, IMemorySession | null>(this);
-  sessionAdded = new Signal<IMemoryTracker, any>(this);
-  settings: IFrontendSettings = { ...DEFAULT_SETTINGS };
-  settingsChanged = new Signal<IMemoryTracker, IFrontendSettings>(this);
-  sessionFor(): IMemorySession | null {
-    return this.activeSession;
-  }
-  sessionForWidget(): IMemorySession | null {
-    return this.activeSession;
-  }
-}
 
 /** No element came from a user string, and nothing ran. */
 function expectNoMarkup(): void {
@@ -56,12 +35,7 @@ afterEach(() => {
 
 describe('hostile strings in the panel', () => {
   it('cell sources, warnings and notices are text', () => {
-    const tracker = new FakeTracker();
-    const panel = new MemoryPanel({ tracker });
-    Widget.attach(panel, document.body);
-    const session = new MemorySession({ path: `${HTML}${BIDI}.ipynb` });
-    tracker.activeSession = session;
-    tracker.activeChanged.emit(session);
+    const { panel, session } = panelWithSession(`${HTML}${BIDI}.ipynb`);
     const cells = HOSTILE.map((head, i) =>
       record({
         cell_id: `c${i}`,

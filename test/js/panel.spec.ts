@@ -1,49 +1,10 @@
 import { MessageLoop } from '@lumino/messaging';
-import { Signal } from '@lumino/signaling';
 import { Widget } from '@lumino/widgets';
 
-import { MemorySession } from '../../src/model/session';
-import { DEFAULT_SETTINGS } from '../../src/model/settings';
-import { MemoryPanel } from '../../src/panel/panel';
 import { tableItems } from '../../src/panel/celltable';
-import {
-  IFrontendSettings,
-  IMemorySession,
-  IMemoryTracker
-} from '../../src/tokens';
+import { IMemorySession } from '../../src/tokens';
+import { panelWithSession } from './faketracker';
 import { device, hello, MIB, record } from './fixtures';
-
-class FakeTracker implements IMemoryTracker {
-  activeSession: IMemorySession | null = null;
-  activeChanged = new Signal<IMemoryTracker, IMemorySession | null>(this);
-  sessionAdded = new Signal<IMemoryTracker, any>(this);
-  settings: IFrontendSettings = { ...DEFAULT_SETTINGS };
-  settingsChanged = new Signal<IMemoryTracker, IFrontendSettings>(this);
-  sessionFor(): IMemorySession | null {
-    return this.activeSession;
-  }
-  sessionForWidget(): IMemorySession | null {
-    return this.activeSession;
-  }
-  setActive(s: IMemorySession | null): void {
-    this.activeSession = s;
-    this.activeChanged.emit(s);
-  }
-}
-
-function setup() {
-  const tracker = new FakeTracker();
-  const panel = new MemoryPanel({ tracker });
-  Widget.attach(panel, document.body);
-  const revealed: string[] = [];
-  const session = new MemorySession({
-    path: 'a.ipynb',
-    revealCell: id => revealed.push(id)
-  });
-  tracker.setActive(session);
-  MessageLoop.flush();
-  return { tracker, panel, session, revealed };
-}
 
 const q = (sel: string) => document.querySelector(sel) as HTMLElement | null;
 const qa = (sel: string) =>
@@ -55,7 +16,7 @@ afterEach(() => {
 
 describe('MemoryPanel', () => {
   it('has the stable id, title and status attribute', () => {
-    const { panel, session } = setup();
+    const { panel, session } = panelWithSession();
     expect(q('#vramscope-panel')).toBe(panel.node);
     expect(panel.title.caption).toBe('vramscope: memory');
     expect(q('.vramscope-Status')!.dataset.status).toBe('idle');
@@ -72,7 +33,7 @@ describe('MemoryPanel', () => {
   });
 
   it('shows devices, empty state, and cell rows with restart separators', () => {
-    const { panel, session, revealed } = setup();
+    const { panel, session, revealed } = panelWithSession();
     expect(q('.vramscope-CellTable-empty')).not.toBeNull();
     session.handleMessage(
       hello({ devices: [device(), device({ id: 'cuda:0', kind: 'cuda' })] })
@@ -114,7 +75,7 @@ describe('MemoryPanel', () => {
   });
 
   it('sorts by a column when its header is clicked', () => {
-    const { panel, session } = setup();
+    const { panel, session } = panelWithSession();
     const cell = (id: string, t: number, delta: number) => ({
       type: 'cell',
       record: record({
@@ -136,25 +97,19 @@ describe('MemoryPanel', () => {
     session.handleMessage(cell('y', 2, 50 * MIB));
     session.handleMessage(cell('z', 3, MIB));
     MessageLoop.flush();
-    (q('[data-sort="delta"]') as HTMLButtonElement).click();
-    MessageLoop.flush();
-    expect(qa('.vramscope-CellTable-row').map(r => r.dataset.cellId)).toEqual([
-      'y',
-      'x',
-      'z'
-    ]);
-    (q('[data-sort="delta"]') as HTMLButtonElement).click();
-    MessageLoop.flush();
-    expect(qa('.vramscope-CellTable-row').map(r => r.dataset.cellId)).toEqual([
-      'z',
-      'x',
-      'y'
-    ]);
+    /** Click the header of `column`; the row order it leaves. */
+    const clickSort = (column: string) => {
+      (q(`[data-sort="${column}"]`) as HTMLButtonElement).click();
+      MessageLoop.flush();
+      return qa('.vramscope-CellTable-row').map(r => r.dataset.cellId);
+    };
+    expect(clickSort('delta')).toEqual(['y', 'x', 'z']);
+    expect(clickSort('delta')).toEqual(['z', 'x', 'y']);
     panel.dispose();
   });
 
   it('addSection orders by rank and hands the session to session views', () => {
-    const { tracker, panel, session } = setup();
+    const { tracker, panel, session } = panelWithSession();
     const seen: (IMemorySession | null)[] = [];
     const view = new (class extends Widget {
       setSession(s: IMemorySession | null) {

@@ -1,32 +1,12 @@
 import { MessageLoop } from '@lumino/messaging';
-import { Signal } from '@lumino/signaling';
 import { Widget } from '@lumino/widgets';
 
 import { MemorySession } from '../../src/model/session';
-import { DEFAULT_SETTINGS } from '../../src/model/settings';
 import { StatusView } from '../../src/panel/status';
 import { selfMemoryOf } from '../../src/selfmem';
-import {
-  IFrontendSettings,
-  IMemorySession,
-  IMemoryTracker
-} from '../../src/tokens';
 import { validateKernelMessage } from '../../src/validate';
+import { FakeTracker } from './faketracker';
 import { hello, MIB, record } from './fixtures';
-
-class FakeTracker implements IMemoryTracker {
-  activeSession: IMemorySession | null = null;
-  activeChanged = new Signal<IMemoryTracker, IMemorySession | null>(this);
-  sessionAdded = new Signal<IMemoryTracker, any>(this);
-  settings: IFrontendSettings = { ...DEFAULT_SETTINGS };
-  settingsChanged = new Signal<IMemoryTracker, IFrontendSettings>(this);
-  sessionFor(): IMemorySession | null {
-    return this.activeSession;
-  }
-  sessionForWidget(): IMemorySession | null {
-    return this.activeSession;
-  }
-}
 
 function setup() {
   const tracker = new FakeTracker();
