@@ -13,6 +13,7 @@ import os
 import secrets
 import select
 import shutil
+import signal
 import socket
 import tempfile
 import threading
@@ -20,6 +21,7 @@ import time
 from typing import Callable
 
 from . import wire
+from .oomlog import OomLog
 from .procfs import child_status, exit_reason, is_alive, oom_kills
 from .table import Proc, ProcessTable
 
@@ -28,10 +30,15 @@ PUBLISH_EVERY = 0.5
 SILENT_AFTER = 10.0
 RECV_BUFFER = 4 * 1024 * 1024
 THREAD_NAME = "vramscope-collector"
+#: A child ended by SIGKILL is looked up in the kernel log again for this long (the OOM
+#: killer's line can land just after the child's exit is seen).
+OOM_RECHECK_FOR = 2.0
 
 
 class Collector:
-    def __init__(self, table: ProcessTable, publish: Callable[[], None]) -> None:
+    def __init__(
+        self, table: ProcessTable, publish: Callable[[], None], oom_log: OomLog | None = None
+    ) -> None:
         self.table = table
         self._publish = publish
         self.token = secrets.token_hex(32)
@@ -40,7 +47,10 @@ class Collector:
         self._udp: socket.socket | None = None
         self.udp_address: str | None = None
         self._wake_r, self._wake_w = -1, -1
-        self._pidfds: dict[int, tuple[Proc, bool, int | None]] = {}  # fd -> proc, child?, ooms
+        # fd -> proc, our child?, the cgroup's OOM kills then, when it was first seen (monotonic)
+        self._pidfds: dict[int, tuple[Proc, bool, int | None, float]] = {}
+        self._oom_log = oom_log
+        self._oom_recheck: dict[str, tuple[Proc, float, float]] = {}  # key -> proc, since, until
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._recv_lock = threading.Lock()
@@ -103,6 +113,9 @@ class Collector:
                         os.close(fd)
             self._pidfds.clear()
             self._wake_r = self._wake_w = -1
+            if self._oom_log is not None:
+                self._oom_log.close()
+            self._oom_recheck.clear()
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None
@@ -130,6 +143,8 @@ class Collector:
                 if time.monotonic() >= next_publish:
                     next_publish = time.monotonic() + PUBLISH_EVERY
                     self._sweep_silent()
+                    with self._recv_lock:
+                        self._recheck_oom()
                     self._publish()
             except Exception:
                 time.sleep(0.1)  # never spin on a persistent failure
@@ -185,14 +200,15 @@ class Collector:
             if not is_alive(proc.pid):
                 self.table.end(proc, exit_reason(None, None))
             return
-        self._pidfds[fd] = (proc, proc.ppid == os.getpid(), oom_kills())
+        seen = time.monotonic() - 1.0  # it started before its first report
+        self._pidfds[fd] = (proc, proc.ppid == os.getpid(), oom_kills(), seen)
         self._check_exit(fd)
 
     def _check_exit(self, fd: int) -> None:
         entry = self._pidfds.get(fd)
         if entry is None:
             return
-        proc, is_child, ooms_before = entry
+        proc, is_child, ooms_before, seen = entry
         status = child_status(fd) if is_child else None
         if status is None and is_alive(proc.pid):
             return
@@ -206,8 +222,32 @@ class Collector:
         else:
             ooms = oom_kills()
             oom = ooms is not None and ooms_before is not None and ooms > ooms_before
+            if not oom and status[1] == signal.SIGKILL:
+                oom = self._in_oom_log(proc, seen)
             reason = exit_reason(status[0], status[1], oom)
         self.table.end(proc, reason)
+
+    def _in_oom_log(self, proc: Proc, seen: float) -> bool:
+        """Whether the kernel log names this SIGKILLed child as the OOM killer's; when not
+        (yet), it is looked up again for ``OOM_RECHECK_FOR`` seconds."""
+        if self._oom_log is None:
+            self._oom_log = OomLog()
+        if self._oom_log.evidence(proc.pid, seen):
+            return True
+        if self._oom_log.readable:
+            self._oom_recheck[proc.key] = (proc, seen, time.monotonic() + OOM_RECHECK_FOR)
+        return False
+
+    def _recheck_oom(self) -> None:
+        if not self._oom_recheck or self._oom_log is None:
+            return
+        now = time.monotonic()
+        for key, (proc, seen, until) in list(self._oom_recheck.items()):
+            if self._oom_log.evidence(proc.pid, seen):
+                self.table.amend_exit(proc, exit_reason(None, signal.SIGKILL, oom=True))
+            elif now < until:
+                continue
+            del self._oom_recheck[key]
 
     def _sweep_silent(self) -> None:
         now = time.monotonic()

@@ -152,6 +152,13 @@ class ProcessTable:
                 proc.exit = reason
                 self.changed = True
 
+    def amend_exit(self, proc: Proc, reason: ExitReason) -> None:
+        """Replace an ended process's exit reason (evidence that came later)."""
+        with self.lock:
+            if proc.ended is not None:
+                proc.exit = reason
+                self.changed = True
+
     def _forget_old(self) -> None:
         if len(self.procs) <= MAX_PROCESSES:
             return
