@@ -1,31 +1,40 @@
 """Cost of vramscope's process reporting (issue 13): a training loop with 4 DataLoader workers,
 and the kernel's collector at 64 simulated ranks x 10 Hz.
 
-1. Training loop: each block is one epoch of a small conv net over a DataLoader with 4 forked
-   workers (fresh workers every epoch: the fork hook, the reporter threads and their /proc
-   reads are all inside the block). Three kinds of blocks run in rounds, their order rotating
-   from round to round so drift and load on the shared machine hit all alike: ``on`` (the
-   bridge's collector started and the fork hook armed: every worker reports at the default
-   2 Hz, USS/PSS read at most at 1% of a core), ``off`` and ``off2`` (nothing armed: the A/A
-   control). Printed: the median of the per-round ratios on/off (target <= 1.02) and off2/off
-   (the control: what noise alone gives), with quartiles; and what the workers sent.
+1. Training loop: each block is one short epoch of a small conv net over a DataLoader with 4
+   forked workers (``persistent_workers=False``: fresh workers every epoch, so the fork hook,
+   the reporter threads and their /proc reads are all inside the block, and the workers are
+   reaped at its end). Three kinds of blocks run in many short rounds, their order going
+   through all six permutations from round to round so drift and load on the shared machine
+   hit all alike: ``on`` (the bridge's collector started and the fork hook armed: every worker
+   reports at the default 2 Hz, USS/PSS read at most at 1% of a core), ``off`` and ``off2``
+   (nothing armed: the A/A control). Each block is measured twice: wall time, and CPU time
+   summed over the kernel process (all its threads, the collector's included) and its reaped
+   workers (``getrusage`` SELF + CHILDREN), which the other load on a shared machine disturbs
+   far less than wall time. Printed for both: the median of the per-round ratios on/off (target
+   <= 1.02) next to off2/off (the A/A control: what noise alone gives), with quartiles; and
+   what the workers sent.
 2. Collector: a separate process sends valid reports for 64 ranks at 10 Hz each (640/s) to
    the collector for ``--seconds``; the collector thread's own CPU time (from
    /proc/self/task/<tid>/stat) over the wall time is its cost, publishing included (a
    ``processes`` message every 0.5 s, serialised with json as the comm would).
 
-``--record`` writes the figures to bench/RESULTS.md. No asserts.
+``--record`` writes the figures to bench/RESULTS.md (about 3 minutes on 2 cores). ``--quick``
+is a smoke run of the same (about 30 s). No asserts.
 
-    python bench/processes_overhead.py [--rounds 8] [--seconds 10] [--record]
+    python bench/processes_overhead.py [--rounds 30] [--samples 2000] [--seconds 10] [--record]
+    python bench/processes_overhead.py --quick
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import multiprocessing
 import os
+import resource
 import socket
 import statistics
 import threading
@@ -74,15 +83,32 @@ def make_model() -> tuple[torch.nn.Module, torch.optim.Optimizer]:
     return model, torch.optim.SGD(model.parameters(), lr=0.01)
 
 
-def epoch(dataset: Images, model: torch.nn.Module, opt: torch.optim.Optimizer) -> float:
-    start = time.perf_counter()
-    loader = DataLoader(dataset, batch_size=64, num_workers=4, shuffle=True)
-    for x, y in loader:
+def epoch(dataset: Images, model: torch.nn.Module, opt: torch.optim.Optimizer) -> None:
+    loader = DataLoader(
+        dataset, batch_size=64, num_workers=4, shuffle=True, persistent_workers=False
+    )
+    for x, y in loader:  # exhausted: the iterator shuts its workers down and reaps them
         loss = torch.nn.functional.cross_entropy(model(x), y)
         opt.zero_grad()
         loss.backward()
         opt.step()
-    return time.perf_counter() - start
+
+
+def _cpu(who: int) -> float:
+    usage = resource.getrusage(who)
+    return usage.ru_utime + usage.ru_stime
+
+
+def block(
+    dataset: Images, model: torch.nn.Module, opt: torch.optim.Optimizer
+) -> tuple[float, float, float]:
+    """One epoch: (wall s, CPU s of the kernel process, CPU s of its workers)."""
+    self0, children0 = _cpu(resource.RUSAGE_SELF), _cpu(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    epoch(dataset, model, opt)
+    wall = time.perf_counter() - start
+    self1, children1 = _cpu(resource.RUSAGE_SELF), _cpu(resource.RUSAGE_CHILDREN)
+    return wall, self1 - self0, children1 - children0
 
 
 def make_service(sizes: list[int]) -> ProcessesService:
@@ -100,6 +126,19 @@ def quartiles(values: list[float]) -> tuple[float, float, float]:
     return q[0], statistics.median(values), q[2]
 
 
+def ratio_line(name: str, on: list[float], off: list[float], off2: list[float]) -> str:
+    """Per-round ratios on/off next to the A/A control off2/off: medians and quartiles."""
+    ab = [a / b for a, b in zip(on, off)]
+    aa = [a / b for a, b in zip(off2, off)]
+    return (
+        "{name} per round: on/off median {1:.3f} (quartiles {0:.3f}-{2:.3f}), ".format(
+            *quartiles(ab), name=name
+        )
+        + "A/A off2/off median {1:.3f} (quartiles {0:.3f}-{2:.3f}); ".format(*quartiles(aa))
+        + f"totals on/off {sum(on) / sum(off):.3f}, off2/off {sum(off2) / sum(off):.3f}"
+    )
+
+
 def training(rounds: int, samples: int) -> list[str]:
     torch.set_num_threads(1)
     dataset = Images(samples)
@@ -107,37 +146,37 @@ def training(rounds: int, samples: int) -> list[str]:
     published: list[int] = []
     service = make_service(published)
     epoch(dataset, model, opt)  # warm-up (torch thread pools, page cache)
-    times: dict[str, list[float]] = {"on": [], "off": [], "off2": []}
-    kinds = ["on", "off", "off2"]
+    kinds = ("on", "off", "off2")
+    wall: dict[str, list[float]] = {k: [] for k in kinds}
+    cpu: dict[str, list[float]] = {k: [] for k in kinds}
+    kernel_cpu: dict[str, list[float]] = {k: [] for k in kinds}
+    orders = list(itertools.permutations(kinds))
     for r in range(rounds):
-        order = kinds[r % 3 :] + kinds[: r % 3]
-        for kind in order:
+        for kind in orders[r % len(orders)]:
             if kind == "on":
                 service.start()
-            times[kind].append(epoch(dataset, model, opt))
+            w, own, workers = block(dataset, model, opt)
+            wall[kind].append(w)
+            cpu[kind].append(own + workers)
+            kernel_cpu[kind].append(own)
             if kind == "on":
-                time.sleep(0.6)  # the last reports and one publish land outside the block
+                time.sleep(0.3)  # the last reports and one publish land outside the block
                 service.stop()
-    on_off = [a / b for a, b in zip(times["on"], times["off"])]
-    aa = [a / b for a, b in zip(times["off2"], times["off"])]
     stats = service.table.stats()
     workers = [p for p in service.table.procs.values() if p.kind == "worker"]
-    lines = [
-        f"training loop, 4 DataLoader workers, {samples} samples/epoch, {rounds} rounds: "
-        f"epoch median on {statistics.median(times['on']):.2f} s, "
-        f"off {statistics.median(times['off']):.2f} s, "
-        f"off2 {statistics.median(times['off2']):.2f} s",
-        "ratio on/off per round: median {1:.3f} (quartiles {0:.3f}-{2:.3f}); total {3:.3f}".format(
-            *quartiles(on_off), sum(times["on"]) / sum(times["off"])
-        ),
-        "A/A control off2/off: median {1:.3f} (quartiles {0:.3f}-{2:.3f}); total {3:.3f}".format(
-            *quartiles(aa), sum(times["off2"]) / sum(times["off"])
-        ),
+    med = statistics.median
+    return [
+        f"training loop, 4 DataLoader workers (fresh each epoch), {samples} samples/epoch, "
+        f"{rounds} rounds (order through all 6 permutations): epoch wall median "
+        f"on {med(wall['on']):.3f} s, off {med(wall['off']):.3f} s, off2 {med(wall['off2']):.3f} s;"
+        f" CPU per epoch (off, medians) kernel {med(kernel_cpu['off']):.3f} s + workers "
+        f"{med(cpu['off']) - med(kernel_cpu['off']):.3f} s",
+        ratio_line("wall time", wall["on"], wall["off"], wall["off2"]),
+        ratio_line("CPU time (kernel + workers)", cpu["on"], cpu["off"], cpu["off2"]),
         f"while on: {len(workers)} workers reported {stats['received']} reports "
         f"({stats['dropped']} dropped), {len(published)} processes messages "
         f"(median {statistics.median(published or [0]) / 1024:.1f} KiB)",
     ]
-    return lines
 
 
 def direct_cost(reports: int) -> list[str]:
@@ -248,17 +287,24 @@ def collector(ranks: int, hz: float, seconds: float) -> list[str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=8)
-    parser.add_argument("--samples", type=int, default=3000)
+    parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument("--samples", type=int, default=2000)
     parser.add_argument("--ranks", type=int, default=64)
     parser.add_argument("--hz", type=float, default=10.0)
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--record", action="store_true")
+    parser.add_argument("--quick", action="store_true", help="a smoke run: 6 short rounds")
     args = parser.parse_args()
+    if args.quick:
+        args.rounds, args.samples, args.seconds = 6, 1000, 3.0
+    start = time.monotonic()
     lines = training(args.rounds, args.samples)
-    lines += direct_cost(2000)
+    lines += direct_cost(500 if args.quick else 2000)
     lines += collector(args.ranks, args.hz, args.seconds)
-    lines.append(f"machine: {os.cpu_count()} CPU cores, torch {torch.__version__}")
+    lines.append(
+        f"machine: {os.cpu_count()} CPU cores, load average {os.getloadavg()[0]:.1f} at the end, "
+        f"torch {torch.__version__}; run took {time.monotonic() - start:.0f} s"
+    )
     for line in lines:
         print(line)
     if args.record:
