@@ -57,14 +57,7 @@ export async function runBench(outDir, chromium, opts) {
   const { chromium: pw } = require('playwright-core');
   const browser = await pw.launch({
     executablePath: chromium,
-    args: [
-      '--no-sandbox',
-      '--disable-gpu',
-      '--disable-background-networking',
-      '--disable-component-update',
-      '--disable-sync',
-      '--no-first-run'
-    ]
+    args: require(join(root, 'ui-tests', 'chromium-args.json')) // the UI tests' flags
   });
   try {
     const page = await browser.newPage({

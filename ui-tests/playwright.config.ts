@@ -48,6 +48,11 @@ if (!process.env.VRAMSCOPE_UI_CONFIG_DIR) {
 const PORT = process.env.VRAMSCOPE_UI_PORT;
 const BASE_URL = `http://127.0.0.1:${PORT}`;
 process.env.VRAMSCOPE_NB_URL = `http://127.0.0.1:${process.env.VRAMSCOPE_NB_PORT}`;
+// Headless Chromium's flags, shared with the browser benchmarks (bench/_bundle.mjs): no sandbox
+// (containers run as root), no GPU, no background traffic or first-run work.
+const CHROMIUM_ARGS: string[] = JSON.parse(
+  fs.readFileSync(path.join(__dirname, 'chromium-args.json'), 'utf8')
+);
 const SERVER_ENV = {
   PATH: `${VENV_BIN}${path.delimiter}${process.env.PATH ?? ''}`,
   VIRTUAL_ENV: path.join(ROOT, '.venv'),
@@ -75,14 +80,7 @@ export default defineConfig({
     screenshot: 'only-on-failure',
     launchOptions: {
       executablePath: process.env.CHROMIUM_PATH || '/usr/bin/chromium',
-      args: [
-        '--no-sandbox',
-        '--disable-gpu',
-        '--disable-background-networking',
-        '--disable-component-update',
-        '--disable-sync',
-        '--no-first-run'
-      ]
+      args: CHROMIUM_ARGS
     }
   },
   webServer: [
