@@ -1,9 +1,7 @@
-import * as path from 'path';
-
 import { expect, IJupyterLabPageFixture } from '@jupyterlab/galata';
 
-import { cellOutput, openPanel, runCode, test } from './lab';
-import { panelBuilt, ROOT, screenshotPath } from './utils';
+import { cellOutput, openDemoWithPanel, runCode, test } from './lab';
+import { panelBuilt, screenshotPath } from './utils';
 
 /**
  * Ground truth computed in the kernel, independently of vramscope's hooks: walk the autograd
@@ -71,21 +69,7 @@ test.describe('model insight (issue 4)', () => {
   }) => {
     test.setTimeout(240_000);
     await page.setViewportSize({ width: 1400, height: 1040 });
-    // The real demo notebook that README's first command opens.
-    await page.contents.uploadFile(
-      path.join(ROOT, 'examples', 'demo.ipynb'),
-      `${tmpPath}/demo.ipynb`
-    );
-    await page.notebook.openByPath(`${tmpPath}/demo.ipynb`);
-    await page.sidebar.close('left');
-    await openPanel(page);
-    await page.sidebar.setWidth(560, 'right');
-    const panel = page.locator('#vramscope-panel');
-    await expect(panel.locator('.vramscope-Status')).toHaveAttribute(
-      'data-status',
-      'connected',
-      { timeout: 60_000 }
-    );
+    const panel = await openDemoWithPanel(page, tmpPath, 560);
     const insight = panel.locator('.vramscope-Insight');
     const toggle = (titles: string[]) =>
       Promise.all(

@@ -8,8 +8,9 @@ import {
   test as galataTest
 } from '@jupyterlab/galata';
 import type { Locator, Page } from '@playwright/test';
+import * as path from 'path';
 
-import { debuggerAnswered, watchDebugRequests } from './utils';
+import { debuggerAnswered, ROOT, watchDebugRequests } from './utils';
 
 /**
  * galata's `test`, which after each test waits until the page's kernel connections have
@@ -212,4 +213,59 @@ export async function runAll(
       { timeout, intervals: [500] }
     )
     .toBe(true);
+}
+
+/**
+ * Open the notebook at `file` with the left sidebar closed and the vramscope panel open (the
+ * right sidebar `panelWidth` px wide when given, else at its default width) and connected;
+ * resolves to the panel.
+ */
+export async function openWithPanel(
+  page: IJupyterLabPageFixture,
+  file: string,
+  panelWidth?: number
+): Promise<Locator> {
+  await page.notebook.openByPath(file);
+  await page.sidebar.close('left');
+  await openPanel(page);
+  if (panelWidth !== undefined) {
+    await page.sidebar.setWidth(panelWidth, 'right');
+  }
+  const panel = page.locator('#vramscope-panel');
+  await expect(panel.locator('.vramscope-Status')).toHaveAttribute(
+    'data-status',
+    'connected',
+    { timeout: 60_000 }
+  );
+  return panel;
+}
+
+/**
+ * The repository's demo notebook (the one README's first command opens), uploaded as
+ * `dir`/demo.ipynb and opened with the panel (see `openWithPanel`); resolves to the panel.
+ */
+export async function openDemoWithPanel(
+  page: IJupyterLabPageFixture,
+  dir: string,
+  panelWidth?: number
+): Promise<Locator> {
+  const file = `${dir}/demo.ipynb`;
+  await page.contents.uploadFile(
+    path.join(ROOT, 'examples', 'demo.ipynb'),
+    file
+  );
+  return openWithPanel(page, file, panelWidth);
+}
+
+/** Open the panel's section titled `title` when it is collapsed. */
+export async function expandSection(
+  panel: Locator,
+  title: string
+): Promise<void> {
+  const section = panel.locator(`.vramscope-Section[data-section="${title}"]`);
+  if (
+    await section.evaluate(n => n.classList.contains('vramscope-mod-collapsed'))
+  ) {
+    await section.locator('.vramscope-Section-toggle').click();
+  }
 }

@@ -1,9 +1,7 @@
-import * as path from 'path';
-
 import { expect, IJupyterLabPageFixture } from '@jupyterlab/galata';
 
-import { openPanel, runAll, test } from './lab';
-import { panelBuilt, ROOT, screenshotPath } from './utils';
+import { expandSection, openDemoWithPanel, runAll, test } from './lab';
+import { panelBuilt, screenshotPath } from './utils';
 
 /**
  * Every visible control (buttons, selects, inputs, table columns, badges) of the panel's open
@@ -82,19 +80,7 @@ test.describe('the panel at the sidebar width (issue 12)', () => {
   }) => {
     test.setTimeout(300_000);
     await page.setViewportSize({ width: 1366, height: 900 });
-    await page.contents.uploadFile(
-      path.join(ROOT, 'examples', 'demo.ipynb'),
-      `${tmpPath}/demo.ipynb`
-    );
-    await page.notebook.openByPath(`${tmpPath}/demo.ipynb`);
-    await page.sidebar.close('left');
-    await openPanel(page);
-    const panel = page.locator('#vramscope-panel');
-    await expect(panel.locator('.vramscope-Status')).toHaveAttribute(
-      'data-status',
-      'connected',
-      { timeout: 60_000 }
-    );
+    const panel = await openDemoWithPanel(page, tmpPath);
     const defaultWidth = await panelWidth(page);
     // JupyterLab's default right sidebar: ~250-300 px
     expect(defaultWidth).toBeGreaterThan(200);
@@ -102,16 +88,7 @@ test.describe('the panel at the sidebar width (issue 12)', () => {
 
     // Open every section, then run the demo (tensors, a model, its training, a leak).
     for (const title of ['Devices', 'Model insight']) {
-      const section = panel.locator(
-        `.vramscope-Section[data-section="${title}"]`
-      );
-      if (
-        await section.evaluate(n =>
-          n.classList.contains('vramscope-mod-collapsed')
-        )
-      ) {
-        await section.locator('.vramscope-Section-toggle').click();
-      }
+      await expandSection(panel, title);
     }
     await runAll(page);
     const insight = panel.locator('.vramscope-Insight');

@@ -1,9 +1,14 @@
-import * as path from 'path';
-
 import { expect, IJupyterLabPageFixture } from '@jupyterlab/galata';
 
-import { openPanel, runAll, test } from './lab';
-import { panelBuilt, ROOT } from './utils';
+import {
+  expandSection,
+  openDemoWithPanel,
+  openPanel,
+  openWithPanel,
+  runAll,
+  test
+} from './lab';
+import { panelBuilt } from './utils';
 
 /** Each code cell's footer text, by cell id ('' when it has none). */
 async function footers(
@@ -22,18 +27,6 @@ async function footers(
   });
 }
 
-async function openDemo(
-  page: IJupyterLabPageFixture,
-  file: string
-): Promise<void> {
-  await page.notebook.openByPath(file);
-  await page.sidebar.close('left');
-  await openPanel(page);
-  await expect(
-    page.locator('#vramscope-panel .vramscope-Status')
-  ).toHaveAttribute('data-status', 'connected', { timeout: 60_000 });
-}
-
 test.describe('reload-proof (issue 12)', () => {
   test.use({ kernels: null, sessions: null });
 
@@ -47,23 +40,9 @@ test.describe('reload-proof (issue 12)', () => {
     tmpPath
   }) => {
     test.setTimeout(300_000);
-    await page.contents.uploadFile(
-      path.join(ROOT, 'examples', 'demo.ipynb'),
-      `${tmpPath}/demo.ipynb`
-    );
+    const panel = await openDemoWithPanel(page, tmpPath);
     const file = `${tmpPath}/demo.ipynb`;
-    await openDemo(page, file);
-    const panel = page.locator('#vramscope-panel');
-    const insightSection = panel.locator(
-      '.vramscope-Section[data-section="Model insight"]'
-    );
-    if (
-      await insightSection.evaluate(n =>
-        n.classList.contains('vramscope-mod-collapsed')
-      )
-    ) {
-      await insightSection.locator('.vramscope-Section-toggle').click();
-    }
+    await expandSection(panel, 'Model insight');
     await runAll(page);
     const insight = panel.locator('.vramscope-Insight');
     const optimizer = insight.locator(
@@ -107,7 +86,7 @@ test.describe('reload-proof (issue 12)', () => {
     if (
       !(await page.locator('.jp-NotebookPanel').count()) // the workspace may not reopen it
     ) {
-      await openDemo(page, file);
+      await openWithPanel(page, file);
     } else {
       await openPanel(page);
       await expect(panel.locator('.vramscope-Status')).toHaveAttribute(
