@@ -228,6 +228,26 @@ def test_markdown_shows_user_strings_as_text() -> None:
         assert section in md
 
 
+def test_markdown_and_html_say_a_cell_ran_out_of_memory() -> None:
+    """Both reports draw their worst-cells tables from the same rows (exports/tables.py)."""
+    report = make_report(["x", "y = 2", "z"], name="model")
+    report["cells"][2].update(ok=False, error_type="OutOfMemoryError", oom=True)
+    md = render(report, "markdown")
+    page = render(report, "html")
+    # [3] has the largest peak (+2.0 MiB) and the only positive delta (+1.0 MiB): it heads
+    # both worst-cells tables; the HTML page lists it once more under "All 3 cells".
+    row = "| \\[3\\] | cpu | +1.0 MiB | +2.0 MiB | OutOfMemoryError (out of memory) | z |"
+    assert md.count(row) == 2
+    assert md.count("(out of memory)") == 2
+    cells = (
+        '<td>[3]</td><td>cpu</td><td><span class="num">+1.0 MiB</span></td>'
+        '<td><span class="num">+2.0 MiB</span></td>'
+        "<td>OutOfMemoryError (out of memory)</td><td><code>z</code></td>"
+    )
+    assert page.count(cells) == 3
+    assert page.count("(out of memory)") == 3
+
+
 class _Page(HTMLParser):
     """Records tags, script bodies and text of an HTML page."""
 

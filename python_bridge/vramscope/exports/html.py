@@ -17,18 +17,8 @@ from typing import Any
 from .chart_data import chart_data
 from .escape import html_text as h
 from .escape import script_json
-from .summary import (
-    BREAKDOWN_PARTS,
-    CellDevice,
-    advice_items,
-    cell_devices,
-    cell_label,
-    fmt_bytes,
-    fmt_time,
-    title,
-    top_layers,
-    worst_cells,
-)
+from .summary import cell_devices, fmt_time, title
+from .tables import CELL_HEADER, Cell, Table, cell_row, insight_tables, overview_tables
 
 CSP = (
     "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
@@ -50,117 +40,38 @@ def plotly_js() -> str:
     return _asset("plotly-basic.min.js.gz")
 
 
-def _table(header: Sequence[str], rows: Iterable[Sequence[str]], cls: str = "") -> str:
+_MARKUP = {"text": "{}", "num": '<span class="num">{}</span>', "code": "<code>{}</code>"}
+
+
+def _cell(c: Cell) -> str:
+    return _MARKUP[c.kind].format(h(c.text))
+
+
+def _grid(header: Sequence[str], rows: Iterable[Sequence[Cell]], cls: str = "") -> str:
     head = "".join(f"<th>{h(x)}</th>" for x in header)
-    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
+    body = "".join("<tr>" + "".join(f"<td>{_cell(c)}</td>" for c in row) + "</tr>" for row in rows)
     return f'<table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
 
-def _num(text: str) -> str:
-    return f'<span class="num">{h(text)}</span>'
-
-
-def _cell_row(r: CellDevice) -> list[str]:
-    cell = r.cell
-    status = "ok" if cell.get("ok", True) else (cell.get("error_type") or "error")
-    return [
-        h(cell_label(cell)),
-        h(r.device),
-        _num(fmt_bytes(r.delta, signed=True)),
-        _num(fmt_bytes(r.peak, signed=True)),
-        h(status + (" (out of memory)" if cell.get("oom") else "")),
-        f"<code>{h(cell.get('code_head', ''))}</code>",
-    ]
-
-
-CELL_HEADER = ("cell", "device", "delta", "peak", "status", "code")
+def _section(table: Table) -> list[str]:
+    out = [f"<h2>{h(table.heading)}</h2>"]
+    if table.intro:
+        out.append("<p>" + "".join(map(_cell, table.intro)) + "</p>")
+    if table.rows or not table.empty:
+        out.append(_grid(table.header, table.rows))
+    else:
+        out.append(f"<p>{h(table.empty)}</p>")
+    return out
 
 
 def _sections(report: Mapping[str, Any]) -> list[str]:
     out: list[str] = []
-    devices = report.get("devices") or []
-    out.append("<h2>Devices</h2>")
-    out.append(
-        _table(
-            ("device", "name", "in use", "capacity", "measured by"),
-            (
-                [
-                    h(d.get("id", "")),
-                    h(d.get("name", "")),
-                    _num(fmt_bytes(d.get("used_bytes"))),
-                    _num(fmt_bytes(d.get("total_bytes"))),
-                    h(d.get("source", "")),
-                ]
-                for d in devices
-            ),
-        )
-    )
-    for by, heading in (("peak", "Worst cells by peak"), ("delta", "Worst cells by delta")):
-        rows = worst_cells(report, by)
-        out.append(f"<h2>{h(heading)}</h2>")
-        out.append(
-            _table(CELL_HEADER, map(_cell_row, rows)) if rows else "<p>No cell used memory.</p>"
-        )
-    breakdown = report.get("breakdown") or {}
-    if breakdown:
-        model = report.get("model")
-        out.append("<h2>Memory breakdown</h2>")
-        if model:
-            out.append(f"<p>Model: <code>{h(model)}</code></p>")
-        out.append(
-            _table(
-                ("device", "total", *(p.replace("_", " ") for p in BREAKDOWN_PARTS)),
-                (
-                    [h(dev), _num(fmt_bytes(b.get("total_bytes")))]
-                    + [_num(fmt_bytes(b.get(p, 0))) for p in BREAKDOWN_PARTS]
-                    for dev, b in breakdown.items()
-                ),
-            )
-        )
-    layers = top_layers(report)
-    if layers:
-        out.append("<h2>Top layers by saved activations</h2>")
-        out.append(
-            _table(
-                ("layer", "type", "peak saved", "saved now", "parameters"),
-                (
-                    [
-                        f"<code>{h(x.get('path') or '(model)')}</code>",
-                        h(x.get("type", "")),
-                        _num(fmt_bytes(x.get("peak_saved_bytes"))),
-                        _num(fmt_bytes(x.get("saved_bytes"))),
-                        _num(fmt_bytes(x.get("param_bytes"))),
-                    ]
-                    for x in layers
-                ),
-            )
-        )
-    holders = report.get("holders") or []
-    if holders:
-        out.append("<h2>What holds memory</h2>")
-        out.append(
-            _table(
-                ("name", "kind", "bytes", "why", "fix"),
-                (
-                    [
-                        f"<code>{h(x.get('name', ''))}</code>",
-                        h(x.get("kind", "")),
-                        _num(fmt_bytes(x.get("bytes"))),
-                        h(x.get("explanation", "")),
-                        f"<code>{h(x.get('fix', ''))}</code>",
-                    ]
-                    for x in holders
-                ),
-            )
-        )
-    advice = advice_items(report)
-    if advice:
-        out.append("<h2>Optimization results</h2>")
-        out.append(_table(("what", "figures"), ([h(a), h(b)] for a, b in advice)))
+    for table in overview_tables(report) + insight_tables(report):
+        out += _section(table)
     cells = report.get("cells") or []
     if cells:
         out.append(f"<details><summary>All {len(cells)} cells</summary>")
-        out.append(_table(CELL_HEADER, map(_cell_row, cell_devices(report)), "all-cells"))
+        out.append(_grid(CELL_HEADER, map(cell_row, cell_devices(report)), "all-cells"))
         out.append("</details>")
     return out
 

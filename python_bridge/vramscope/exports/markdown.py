@@ -3,41 +3,42 @@ holders and optimization results. Every user string goes through ``markdown_text
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from .escape import markdown_text as md
-from .summary import (
-    BREAKDOWN_PARTS,
-    CellDevice,
-    advice_items,
-    cell_label,
-    fmt_bytes,
-    fmt_time,
-    title,
-    top_layers,
-    worst_cells,
-)
+from .summary import cell_label, fmt_time, title
+from .tables import Cell, Table, insight_tables, overview_tables
 
 
-def _table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines.extend("| " + " | ".join(row) + " |" for row in rows)
-    return [*lines, ""]
-
-
-def _cell_rows(rows: list[CellDevice]) -> list[list[str]]:
-    return [
-        [
-            md(cell_label(r.cell)),
-            md(r.device),
-            fmt_bytes(r.delta, signed=True),
-            fmt_bytes(r.peak, signed=True),
-            "ok" if r.cell.get("ok", True) else md(r.cell.get("error_type") or "error"),
-            md(r.cell.get("code_head") or ""),
-        ]
-        for r in rows
+def _section(table: Table) -> list[str]:
+    out = [f"## {table.heading}", ""]
+    if table.intro:
+        out += ["".join(md(c.text) for c in table.intro), ""]
+    if not table.rows and table.empty:
+        return [*out, table.empty, ""]
+    out += [
+        "| " + " | ".join(table.header) + " |",
+        "|" + "|".join("---" for _ in table.header) + "|",
     ]
+    out += ["| " + " | ".join(md(c.text) for c in row) + " |" for row in table.rows]
+    return [*out, ""]
+
+
+def _failed_cells(cells: list[Mapping[str, Any]]) -> Table:
+    return Table(
+        "Failed cells",
+        ("cell", "error", "out of memory", "code"),
+        [
+            [
+                Cell(cell_label(c)),
+                Cell(c.get("error_type") or "error"),
+                Cell("yes" if c.get("oom") else "no"),
+                Cell(c.get("code_head") or "", "code"),
+            ]
+            for c in cells
+        ],
+    )
 
 
 def render_markdown(report: Mapping[str, Any]) -> str:
@@ -50,95 +51,13 @@ def render_markdown(report: Mapping[str, Any]) -> str:
         f"torch {md(kernel.get('torch_version') or 'not imported')}; "
         f"{len(cells)} cells, {len(report.get('samples') or [])} samples.",
         "",
-        "## Devices",
-        "",
     ]
-    out += _table(
-        ("device", "name", "in use", "capacity", "measured by"),
-        (
-            [
-                md(d.get("id", "")),
-                md(d.get("name", "")),
-                fmt_bytes(d.get("used_bytes")),
-                fmt_bytes(d.get("total_bytes")),
-                md(d.get("source", "")),
-            ]
-            for d in report.get("devices") or []
-        ),
-    )
-    header = ("cell", "device", "delta", "peak", "status", "code")
-    for by, heading in (("peak", "Worst cells by peak"), ("delta", "Worst cells by delta")):
-        rows = worst_cells(report, by)
-        out += [f"## {heading}", ""]
-        out += _table(header, _cell_rows(rows)) if rows else ["No cell used memory.", ""]
     failed = [c for c in cells if not c.get("ok", True)]
-    if failed:
-        out += ["## Failed cells", ""]
-        out += _table(
-            ("cell", "error", "out of memory", "code"),
-            (
-                [
-                    md(cell_label(c)),
-                    md(c.get("error_type") or "error"),
-                    "yes" if c.get("oom") else "no",
-                    md(c.get("code_head") or ""),
-                ]
-                for c in failed
-            ),
-        )
-    out += _insight(report)
-    advice = advice_items(report)
-    if advice:
-        out += ["## Optimization results", ""]
-        out += _table(("what", "figures"), ([md(a), md(b)] for a, b in advice))
+    tables = [
+        *overview_tables(report),
+        *([_failed_cells(failed)] if failed else []),
+        *insight_tables(report),
+    ]
+    for table in tables:
+        out += _section(table)
     return "\n".join(out).rstrip("\n") + "\n"
-
-
-def _insight(report: Mapping[str, Any]) -> list[str]:
-    out: list[str] = []
-    breakdown = report.get("breakdown") or {}
-    if breakdown:
-        out += ["## Memory breakdown", ""]
-        if report.get("model"):
-            out += [f"Model: {md(report['model'])}", ""]
-        out += _table(
-            ("device", "total", *(p.replace("_", " ") for p in BREAKDOWN_PARTS)),
-            (
-                [md(dev), fmt_bytes(b.get("total_bytes"))]
-                + [fmt_bytes(b.get(p, 0)) for p in BREAKDOWN_PARTS]
-                for dev, b in breakdown.items()
-            ),
-        )
-    layers = top_layers(report)
-    if layers:
-        out += ["## Top layers by saved activations", ""]
-        out += _table(
-            ("layer", "type", "peak saved", "saved now", "parameters"),
-            (
-                [
-                    md(x.get("path") or "(model)"),
-                    md(x.get("type", "")),
-                    fmt_bytes(x.get("peak_saved_bytes")),
-                    fmt_bytes(x.get("saved_bytes")),
-                    fmt_bytes(x.get("param_bytes")),
-                ]
-                for x in layers
-            ),
-        )
-    holders = report.get("holders") or []
-    if holders:
-        out += ["## What holds memory", ""]
-        out += _table(
-            ("name", "kind", "bytes", "why", "fix"),
-            (
-                [
-                    md(h.get("name", "")),
-                    md(h.get("kind", "")),
-                    fmt_bytes(h.get("bytes")),
-                    md(h.get("explanation", "")),
-                    md(h.get("fix", "")),
-                ]
-                for h in holders
-            ),
-        )
-    return out
