@@ -269,3 +269,15 @@ export async function expandSection(
     await section.locator('.vramscope-Section-toggle').click();
   }
 }
+
+/** How many pixels of the canvas `canvas` have ink (a non-zero alpha). */
+export async function inkedPixels(canvas: Locator): Promise<number> {
+  return canvas.evaluate((c: HTMLCanvasElement) => {
+    const data = c.getContext('2d')!.getImageData(0, 0, c.width, c.height).data;
+    let n = 0;
+    for (let i = 3; i < data.length; i += 4) {
+      n += data[i] > 0 ? 1 : 0;
+    }
+    return n;
+  });
+}

@@ -1,7 +1,13 @@
 import { expect, IJupyterLabPageFixture } from '@jupyterlab/galata';
 import type { Locator } from '@playwright/test';
 
-import { newNotebookWithPanel, runCode, setCode, test } from './lab';
+import {
+  inkedPixels,
+  newNotebookWithPanel,
+  runCode,
+  setCode,
+  test
+} from './lab';
 import { panelBuilt } from './utils';
 
 /** A cell that runs for about 5 s and grows memory step by step. */
@@ -66,18 +72,9 @@ async function followsARunningCell(
     .poll(async () => Number(await widget.getAttribute('data-bands')))
     .toBeGreaterThan(bands);
   await expect(prompt).toHaveText('[*]:');
-  const inked = await widget
-    .locator('canvas.vramscope-Widget-lines')
-    .evaluate((c: HTMLCanvasElement) => {
-      const data = c
-        .getContext('2d')!
-        .getImageData(0, 0, c.width, c.height).data;
-      let n = 0;
-      for (let i = 3; i < data.length; i += 4) {
-        n += data[i] > 0 ? 1 : 0;
-      }
-      return n;
-    });
+  const inked = await inkedPixels(
+    widget.locator('canvas.vramscope-Widget-lines')
+  );
   expect(inked).toBeGreaterThan(50);
   await expect(prompt).toHaveText(/^\[\d+\]:$/, { timeout: 60_000 });
 }
