@@ -106,6 +106,14 @@ export interface IBreakdown {
    * claims (belonging to no model); the rest of `other` is the runtime, allocator and Python.
    */
   other_tensors?: number;
+  /**
+   * Since 1.1: the runtime baseline: on cpu the part of `other` (after `other_tensors`) that
+   * `import torch` added; on CUDA the part of `outside_pytorch` measured after CUDA's first
+   * init (the context).
+   */
+  runtime_bytes?: number;
+  /** Since 1.1: why `runtime_bytes` was not measured (torch imported before vramscope). */
+  runtime_note?: string;
 }
 
 export interface IHolder {

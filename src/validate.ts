@@ -226,9 +226,17 @@ namespace Private {
       other: int,
       reserved_free: int,
       outside_pytorch: int,
-      other_tensors: bytes
+      other_tensors: bytes,
+      runtime_bytes: bytes,
+      runtime_note: str
     },
-    ['reserved_free', 'outside_pytorch', 'other_tensors']
+    [
+      'reserved_free',
+      'outside_pytorch',
+      'other_tensors',
+      'runtime_bytes',
+      'runtime_note'
+    ]
   );
 
   const holder = object({

@@ -215,7 +215,7 @@ class _InsightRequired(TypedDict):
     model: str | None
     models: list[ModelInfo]
     layers: list[dict[str, Any]]
-    breakdown: dict[str, dict[str, int]]
+    breakdown: dict[str, dict[str, Any]]  # numbers; since 1.1 also runtime_note
     holders: list[dict[str, Any]]
     scan_ms: float
     skipped: str | None

@@ -46,6 +46,7 @@ from .report import build_report
 from .sampler import RingBuffer, Sampler
 from .selfmem import SelfMemory
 from .settings import apply_settings, default_settings
+from .torch_baseline import BASELINE
 
 
 class Runtime:
@@ -121,6 +122,7 @@ class Runtime:
             shell.events.register("post_run_cell", self._post_run_cell)
             shell.events.register("post_execute", self._post_execute)
             self._installed_on = shell
+            BASELINE.start(self.cpu.in_use)  # "runtime (torch import)" in the breakdown
             self.bridge.register()
             self._refresh_devices()
             self.sampler.set_rate(self.settings["sample_hz"])
@@ -145,6 +147,7 @@ class Runtime:
         # bogus duration) by the post_run_cell of the cell that loads the bridge again
         self.recorder.drop_pending()
         self.after_reply.discard()
+        BASELINE.disarm()
         self.shutdown()
         self.bridge.unregister()
         atexit.unregister(self.shutdown)
@@ -337,6 +340,7 @@ class Runtime:
 
     def _after_cell(self, record: CellRecord, after: dict[str, DeviceSample]) -> None:
         """The recorder's ``on_record``: publishing waits for the execute reply."""
+        BASELINE.observe_cuda(after)  # the CUDA context, at the first reading that has one
         try:
             peaks = self.processes.close_cell(record.get("execution_count"))
             if peaks:

@@ -1,7 +1,9 @@
 /**
  * Per-device memory breakdown: a stacked horizontal bar (parameters, gradients, optimizer
  * state, activations, other; on CUDA also reserved-but-free and outside PyTorch) with a legend
- * of values and percentages. The parts add up to the total shown.
+ * of values and percentages. The parts add up to the total shown. Indented rows split "Other"
+ * (tensors in no model, the runtime baseline of the torch import, the rest) and, on CUDA,
+ * "Outside PyTorch" (the context measured at the first init, the rest) where measured.
  */
 import { Widget } from '@lumino/widgets';
 
@@ -46,8 +48,8 @@ export const PART_HELP: { [key in BreakdownKey]: string } = {
   other:
     'In use on this device and claimed by no category above: tensors that belong to no ' +
     'model (your variables: see "What is holding memory"), the PyTorch runtime itself ' +
-    '(on CPU: the libraries and caches loaded with torch, measured from the moment torch ' +
-    "is imported), the allocator's own bookkeeping, and Python objects.",
+    '(on CPU: the libraries and caches loaded with torch; what "import torch" added is ' +
+    "measured and shown below), the allocator's own bookkeeping, and Python objects.",
   reserved_free:
     "Held by PyTorch's CUDA caching allocator but not allocated to a tensor (reserved " +
     'minus allocated): reused by the next allocations; torch.cuda.empty_cache() returns it.',
@@ -123,50 +125,161 @@ export class BreakdownView extends Widget {
 }
 
 namespace Private {
+  /** One indented row under a part; a part that was not measured has a `note`, no bytes. */
+  interface ISubRow {
+    key: string;
+    label: string;
+    bytes: number | { note: string };
+    help: string;
+  }
+
+  const RUNTIME_LABEL = 'runtime (torch import)';
+  const CONTEXT_LABEL = 'CUDA context (first init)';
+
   /**
    * "Other" split where it is measured (since 1.1): the namespace's tensors that belong to
-   * no model, and the rest (runtime, allocator, Python objects), as two indented rows.
+   * no model, the runtime baseline measured when torch was imported, and the rest.
    */
-  export function otherSplit(
+  function otherRows(b: IBreakdown, other: number, cpu: boolean): ISubRow[] {
+    const tensors =
+      typeof b.other_tensors === 'number' ? b.other_tensors : null;
+    // on CUDA the runtime baseline is a part of "Outside PyTorch" instead
+    const runtime =
+      cpu && typeof b.runtime_bytes === 'number' ? b.runtime_bytes : null;
+    const note =
+      cpu && typeof b.runtime_note === 'string' ? b.runtime_note : null;
+    if (tensors === null && runtime === null && note === null) {
+      return [];
+    }
+    const rows: ISubRow[] = [];
+    let left = other;
+    if (tensors !== null) {
+      rows.push({
+        key: 'other-tensors',
+        label: 'tensors in no model',
+        bytes: Math.min(tensors, left),
+        help:
+          'Tensors of your namespace that belong to no model (a variable, or a list, ' +
+          'tuple or dict of them): "What is holding memory" names them.'
+      });
+      left = Math.max(0, left - tensors);
+    }
+    if (runtime !== null) {
+      rows.push({
+        key: 'other-runtime',
+        label: RUNTIME_LABEL,
+        bytes: Math.min(runtime, left),
+        help:
+          'The PyTorch runtime baseline, measured when torch was imported: what "import ' +
+          'torch" added (its libraries\' data, caches and Python modules), read just ' +
+          'before and just after the import.'
+      });
+      left = Math.max(0, left - runtime);
+    } else if (note !== null) {
+      rows.push({
+        key: 'other-runtime',
+        label: RUNTIME_LABEL,
+        bytes: { note },
+        help:
+          `Not measured: ${note}. It is measured when vramscope is loaded before torch ` +
+          'is imported; here it is part of the row below.'
+      });
+    }
+    rows.push(
+      runtime !== null
+        ? {
+            key: 'other-rest',
+            label: 'allocator, Python objects',
+            bytes: left,
+            help:
+              "The rest: the allocator's bookkeeping, Python objects, and what the " +
+              'runtime allocated after the import (thread pools, kernel caches).'
+          }
+        : {
+            key: 'other-rest',
+            label: 'runtime, allocator, Python',
+            bytes: left,
+            help:
+              'The rest: the PyTorch runtime (on CPU the libraries and caches loaded ' +
+              "with torch), the allocator's bookkeeping and Python objects."
+          }
+    );
+    return rows;
+  }
+
+  /** "Outside PyTorch" on CUDA (since 1.1): the context measured after CUDA's first init. */
+  function outsideRows(b: IBreakdown, outside: number): ISubRow[] {
+    if (typeof b.runtime_bytes === 'number') {
+      const context = Math.min(b.runtime_bytes, outside);
+      return [
+        {
+          key: 'outside-context',
+          label: CONTEXT_LABEL,
+          bytes: context,
+          help:
+            'Device memory used outside PyTorch when CUDA was first initialised: the ' +
+            'CUDA context and the libraries it loaded (and what other processes held then).'
+        },
+        {
+          key: 'outside-rest',
+          label: 'libraries, other processes',
+          bytes: outside - context,
+          help:
+            'What grew outside PyTorch since: libraries (cuBLAS, cuDNN) and other ' +
+            'processes.'
+        }
+      ];
+    }
+    if (typeof b.runtime_note === 'string') {
+      const note = b.runtime_note;
+      return [
+        {
+          key: 'outside-context',
+          label: CONTEXT_LABEL,
+          bytes: { note },
+          help: `Not measured: ${note}.`
+        }
+      ];
+    }
+    return [];
+  }
+
+  /** The indented rows under part `key` of device `id`'s legend. */
+  export function subRows(
     legend: HTMLTableElement,
+    id: string,
     b: IBreakdown,
-    other: number,
+    key: BreakdownKey,
+    bytes: number,
     total: number
   ): void {
-    const tensors = b.other_tensors;
-    if (typeof tensors !== 'number' || !(other > 0)) {
-      return;
-    }
-    const rows: [string, string, number, string][] = [
-      [
-        'other-tensors',
-        'tensors in no model',
-        Math.min(tensors, other),
-        'Tensors of your namespace that belong to no model (a variable, or a list, tuple ' +
-          'or dict of them): "What is holding memory" names them.'
-      ],
-      [
-        'other-rest',
-        'runtime, allocator, Python',
-        Math.max(0, other - tensors),
-        'The rest: the PyTorch runtime (on CPU the libraries and caches loaded with torch), ' +
-          "the allocator's bookkeeping and Python objects."
-      ]
-    ];
-    for (const [key, label, bytes, help] of rows) {
+    const cuda = id.startsWith('cuda');
+    const rows =
+      key === 'other' && bytes > 0
+        ? otherRows(b, bytes, !cuda)
+        : key === 'outside_pytorch' && cuda
+          ? outsideRows(b, bytes)
+          : [];
+    for (const sub of rows) {
       const row = legend.insertRow();
       row.className = 'vramscope-Breakdown-subrow';
-      row.dataset.key = key;
-      row.dataset.bytes = String(bytes);
-      row.title = help;
+      row.dataset.key = sub.key;
+      row.title = sub.help;
       row.insertCell();
-      row.insertCell().textContent = label;
+      row.insertCell().textContent = sub.label;
       const v = row.insertCell();
       v.className = 'vramscope-Breakdown-bytes';
-      v.textContent = formatBytes(bytes);
+      if (typeof sub.bytes !== 'number') {
+        v.colSpan = 2;
+        v.classList.add('vramscope-mod-unmeasured');
+        v.textContent = `not measured (${sub.bytes.note})`;
+        continue;
+      }
+      row.dataset.bytes = String(sub.bytes);
+      v.textContent = formatBytes(sub.bytes);
       const pc = row.insertCell();
       pc.className = 'vramscope-Breakdown-percent';
-      pc.textContent = `${(total > 0 ? (100 * bytes) / total : 0).toFixed(1)}%`;
+      pc.textContent = `${(total > 0 ? (100 * sub.bytes) / total : 0).toFixed(1)}%`;
     }
   }
 
@@ -233,9 +346,7 @@ namespace Private {
       const pc = row.insertCell();
       pc.className = 'vramscope-Breakdown-percent';
       pc.textContent = `${p.percent.toFixed(1)}%`;
-      if (p.key === 'other') {
-        otherSplit(legend, b, p.bytes, total);
-      }
+      subRows(legend, id, b, p.key, p.bytes, total);
     }
     box.append(head, bar, legend);
     const clamped = (b as unknown as Record<string, unknown>)['clamped_bytes'];

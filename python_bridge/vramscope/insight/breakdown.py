@@ -8,8 +8,11 @@ and the excess is reported as ``clamped_bytes``.
 
 Since 1.1, ``other_tensors`` says how much of ``other`` is tensors of the user's namespace that
 no category claims (a variable, or a list/tuple/dict of them, at the top level): memory that
-belongs to no model. The rest of ``other`` is the runtime (on CPU the libraries and caches
-loaded with torch), allocator bookkeeping and Python objects.
+belongs to no model. Also since 1.1, ``runtime_bytes`` is the runtime baseline measured when
+torch was imported (``vramscope.torch_baseline``): on CPU a part of ``other`` (after
+``other_tensors``), on CUDA a part of ``outside_pytorch`` (the context at the first CUDA
+init); ``runtime_note`` says why it was not measured. The rest of ``other`` is allocator
+bookkeeping, Python objects and what the runtime allocated since.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from typing import Any, Callable, Optional
 
 import torch
 
+from ..torch_baseline import BASELINE
 from ._torchutil import (
     StorageKey,
     module_tensors,
@@ -125,7 +129,7 @@ def compute_breakdown(
     optimizers: Iterable[torch.optim.Optimizer],
     activations: dict[StorageKey, int],
     total_fn: Optional[TotalFn] = None,
-) -> dict[str, dict[str, int]]:
+) -> dict[str, dict[str, Any]]:
     """The protocol's ``breakdown`` map ``{device id: Breakdown}``."""
     modules = list(modules)
     optimizers = list(optimizers)
@@ -146,7 +150,7 @@ def compute_breakdown(
     unowned.add("activations", namespace_tensors())
 
     devices = set(claims.sums) | {"cpu"} | _initialized_cuda_devices()
-    out: dict[str, dict[str, int]] = {}
+    out: dict[str, dict[str, Any]] = {}
     for dev in sorted(devices):
         parts = claims.sums.get(dev, dict.fromkeys(CATEGORIES, 0))
         reading = total_fn(dev) if total_fn is not None else None
@@ -161,8 +165,19 @@ def compute_breakdown(
         # since 1.1: the part of ``other`` that is the namespace's unclaimed tensors
         entry["other_tensors"] = min(other, unowned.sums.get(dev, {}).get("activations", 0))
         entry.update(extra)
+        entry.update(_runtime_part(dev, entry))
         out[dev] = entry
     return out
+
+
+def _runtime_part(dev: str, entry: Mapping[str, int]) -> dict[str, Any]:
+    """Since 1.1: the runtime baseline's share of ``other`` after ``other_tensors`` (CPU) or
+    of ``outside_pytorch`` (CUDA), or the note saying why it was not measured."""
+    if dev == "cpu":
+        return BASELINE.part(dev, entry["other"] - entry["other_tensors"])
+    if "outside_pytorch" in entry:
+        return BASELINE.part(dev, entry["outside_pytorch"])
+    return {}
 
 
 def _initialized_cuda_devices() -> set[str]:
