@@ -210,6 +210,17 @@ export interface ICellMessage {
   self_bytes?: number;
 }
 
+/**
+ * Since 1.1: the records of several cells at once, in order (the quick cells of a Run All,
+ * sent together when the kernel goes idle); `devices` is the state after the last one.
+ */
+export interface ICellsMessage {
+  type: 'cells';
+  records: ICellRecord[];
+  devices: IDeviceInfo[];
+  self_bytes?: number;
+}
+
 export interface ISamplesMessage {
   type: 'samples';
   samples: ISample[];
@@ -263,6 +274,7 @@ export interface IBatchSearchMessage {
 export type KernelMessage =
   | IHelloMessage
   | ICellMessage
+  | ICellsMessage
   | ISamplesMessage
   | IDevicesMessage
   | IInsightMessage

@@ -37,12 +37,12 @@ export class SelfMemory {
   }
 
   private _onMessage(_: IMemorySession, msg: KernelMessage): void {
-    if (msg.type !== 'hello' && msg.type !== 'cell') {
+    if (msg.type !== 'hello' && msg.type !== 'cell' && msg.type !== 'cells') {
       return;
     }
     const value = msg.self_bytes;
     const bytes = typeof value === 'number' ? value : null;
-    if (msg.type === 'cell' && bytes === null) {
+    if (msg.type !== 'hello' && bytes === null) {
       return; // keep the last figure
     }
     const before = this.text;

@@ -308,6 +308,14 @@ namespace Private {
       { record: cellRecord, devices: array(deviceInfo), self_bytes: bytes },
       ['self_bytes']
     ),
+    cells: object(
+      {
+        records: array(cellRecord),
+        devices: array(deviceInfo),
+        self_bytes: bytes
+      },
+      ['self_bytes']
+    ),
     samples: object({ samples: array(sample), dropped: bytes }),
     devices: object({ devices: array(deviceInfo), warnings: array(str) }, [
       'warnings'

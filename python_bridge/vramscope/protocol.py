@@ -50,6 +50,7 @@ KERNEL_MESSAGE_TYPES = (
     "processes",  # since 1.1
     "advice",  # since 1.1
     "batch_search",  # since 1.1
+    "cells",  # since 1.1
 )
 
 
@@ -177,6 +178,18 @@ class CellMessage(_CellMessageRequired, total=False):
     self_bytes: int  # since 1.1, as in HelloMessage
 
 
+class _CellsMessageRequired(TypedDict):
+    type: Literal["cells"]
+    records: list[CellRecord]
+    devices: list[DeviceInfo]
+
+
+class CellsMessage(_CellsMessageRequired, total=False):
+    """Since 1.1: several cells' records at once (a Run All of quick cells), in order."""
+
+    self_bytes: int
+
+
 class SamplesMessage(TypedDict):
     type: Literal["samples"]
     samples: list[Sample]
@@ -267,6 +280,7 @@ class ProcessesMessage(TypedDict):
 KernelMessage = Union[
     HelloMessage,
     CellMessage,
+    CellsMessage,
     SamplesMessage,
     DevicesMessage,
     InsightMessage,

@@ -17,6 +17,7 @@ from . import environment
 from ._version import __version__
 from .after_reply import AfterReply
 from .bridge import Bridge
+from .cell_outbox import CellOutbox, cell_messages
 from .devices import CpuDevice, Device, accelerator_devices
 from .estimator import ActivationMemo
 from .estimator.entry import handle_request as estimate_request
@@ -30,6 +31,7 @@ from .protocol import (
     PROTOCOL_VERSION,
     CellMessage,
     CellRecord,
+    CellsMessage,
     DeviceInfo,
     DeviceSample,
     DevicesMessage,
@@ -85,6 +87,7 @@ class Runtime:
         self.after_reply = AfterReply(
             busy=lambda: self.recorder.running, on_error=lambda exc: self._internal(exc)
         )
+        self.outbox = CellOutbox()  # cell records waiting for their message
         self.insight = InsightLink(shell, self.device_reading)
         self.optimize = OptimizeLink(self)  # advice: idle until asked for
         #: the watched models' measured saved-for-backward bytes, for the estimator
@@ -147,6 +150,7 @@ class Runtime:
         # bogus duration) by the post_run_cell of the cell that loads the bridge again
         self.recorder.drop_pending()
         self.after_reply.discard()
+        self.outbox.clear()
         BASELINE.disarm()
         self.shutdown()
         self.bridge.unregister()
@@ -230,7 +234,7 @@ class Runtime:
         self._add_self_bytes(hello)
         return hello
 
-    def _add_self_bytes(self, message: HelloMessage | CellMessage) -> None:
+    def _add_self_bytes(self, message: HelloMessage | CellMessage | CellsMessage) -> None:
         value = self.self_memory.bytes()
         if value is not None:
             message["self_bytes"] = value
@@ -292,6 +296,10 @@ class Runtime:
         # the previous cell's message and insight, if its reply left no time for them: done
         # before this cell's starting readings, never inside its measurement
         try:
+            if self.outbox.due():  # a Run All: cells' records wait for idle, not longer
+                self._publish_cells()
+            else:  # ... nor for a long cell to end
+                self.outbox.hold(self._send_overdue_cells)
             self.after_reply.flush(keep_keyed=True)  # insight waits for an idle kernel
         except Exception as exc:
             self._internal(exc)
@@ -347,24 +355,36 @@ class Runtime:
                 record["processes"] = peaks  # type: ignore[typeddict-item]
         except Exception as exc:
             self._internal(exc)
-        self.after_reply.submit(lambda: self._publish_cell(record, after))
-
-    def _publish_cell(self, record: CellRecord, after: dict[str, DeviceSample]) -> None:
         self.optimize.after_cell(record)  # one append unless advice was asked for
+        self.outbox.add(record, after)
+        self.after_reply.submit(self._publish_cells, key="cells")
+
+    def _publish_cells(self) -> None:
+        """The cells' follow-up work: send the waiting records (vramscope.cell_outbox: one
+        ``cell`` message, or one ``cells`` message for the quick cells of a Run All), then
+        queue model insight."""
         if self._refresh_devices():
             # Once, when torch is first seen imported: new devices and/or new warnings.
             self.bridge.broadcast(self.devices_message())
-        if self.bridge.has_streams:
-            cell: CellMessage = {
-                "type": "cell",
-                "record": record,
-                "devices": self.device_infos(after),
-            }
-            self._add_self_bytes(cell)
-            self.bridge.broadcast(cell)
+        self._send_cells(with_self_bytes=True)
         if self.settings["insight"] and "torch" in sys.modules:
             # coalesced: in a Run All of quick cells only the newest insight runs, when idle
             self.after_reply.submit(self._run_insight, key="insight")
+
+    def _send_overdue_cells(self) -> None:
+        """On the outbox's timer thread, while a long cell runs."""
+        self._send_cells(with_self_bytes=False)  # selfmem walks objects the cell may change
+
+    def _send_cells(self, with_self_bytes: bool) -> None:
+        with self.outbox.sending:
+            batch = self.outbox.take()
+            if not batch or not self.bridge.has_streams:
+                return
+            devices = self.device_infos(batch[-1][1])
+            for message in cell_messages([record for record, _ in batch], devices):
+                if with_self_bytes:
+                    self._add_self_bytes(message)
+                self.bridge.broadcast(message)
 
     def _run_insight(self, resume: bool = False) -> None:
         try:

@@ -309,6 +309,12 @@ export class MemorySession implements IMemorySession {
         this._setDevices(msg.devices);
         this._addCell(msg.record, true);
         break;
+      case 'cells':
+        this._setDevices(msg.devices);
+        for (const record of msg.records) {
+          this._addCell(record, true);
+        }
+        break;
       case 'samples':
         this._samples.push(...msg.samples);
         if (msg.samples.length) {

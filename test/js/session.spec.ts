@@ -128,6 +128,43 @@ describe('MemorySession: messages', () => {
     expect(s.devices[0].used_bytes).toBe(7);
   });
 
+  it('a cells message (since 1.1) records each cell in order', () => {
+    const s = connected();
+    const seen: number[] = [];
+    s.cellRecorded.connect((_, e) => seen.push(e.record.execution_count!));
+    s.handleMessage({
+      type: 'cells',
+      records: [1, 2, 3].map(n =>
+        record({
+          execution_count: n,
+          cell_id: `c${n}`,
+          start_time: 1700000000 + n
+        })
+      ),
+      devices: [device({ used_bytes: 9 })]
+    });
+    expect(seen).toEqual([1, 2, 3]);
+    expect(s.cells.map(c => c.record.cell_id)).toEqual(['c1', 'c2', 'c3']);
+    expect(s.devices[0].used_bytes).toBe(9);
+    // one invalid record drops the whole message: nothing half-applied
+    const warn = jest
+      .spyOn(console, 'warn')
+      .mockImplementation(() => undefined);
+    s.handleMessage({
+      type: 'cells',
+      records: [
+        record({ execution_count: 4 }),
+        { ...record(), duration: 'slow' }
+      ],
+      devices: []
+    });
+    expect(s.cells).toHaveLength(3);
+    expect(s.warnings[s.warnings.length - 1]).toMatch(
+      /invalid message.*records/
+    );
+    warn.mockRestore();
+  });
+
   it('samples are bounded by the ring buffer', () => {
     const s = new MemorySession({ path: 'nb.ipynb', sampleCapacity: 3 });
     let added = 0;

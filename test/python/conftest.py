@@ -19,3 +19,18 @@ def kernel() -> Iterator[object]:
     assert reply["content"]["status"] == "ok", reply["content"]
     yield harness
     harness.close()
+
+
+@pytest.fixture
+def fresh_stream_kernel() -> Iterator[tuple[object, str]]:
+    """A new bootstrapped kernel of its own, with a ``stream`` comm open (hello read)."""
+    from kernel_harness import BOOTSTRAP, KernelHarness
+
+    harness = KernelHarness()
+    try:
+        assert harness.execute(BOOTSTRAP, silent=True)["content"]["status"] == "ok"
+        stream = harness.comm_open("stream")
+        harness.comm_data(stream, "hello")
+        yield harness, stream
+    finally:
+        harness.close()

@@ -98,4 +98,5 @@ def _harness_with_env(env: dict[str, str]) -> KernelHarness:
     harness.kc.start_channels()
     harness.kc.wait_for_ready(timeout=60)
     harness.iopub = []
+    harness._cells = {}
     return harness

@@ -26,6 +26,8 @@ class KernelHarness:
         self.kc.start_channels()
         self.kc.wait_for_ready(timeout=60)
         self.iopub: list[Msg] = []
+        #: per comm: the records of a ``cells`` message not yet returned by comm_data
+        self._cells: dict[str, list[dict[str, Any]]] = {}
 
     def close(self) -> None:
         self.kc.stop_channels()
@@ -51,16 +53,28 @@ class KernelHarness:
         raise TimeoutError("no matching iopub message")
 
     def comm_data(self, comm_id: str, msg_type: str, timeout: float = 30) -> dict[str, Any]:
-        """Next comm message data of ``type`` on comm ``comm_id``."""
+        """Next comm message data of ``type`` on comm ``comm_id``.
+
+        Asked for ``"cell"``, a ``cells`` message (the records of a Run All's quick cells,
+        sent together) counts as one ``cell`` message per record, in order."""
+        queued = self._cells.get(comm_id)
+        if msg_type == "cell" and queued:
+            return queued.pop(0)
+        types = ("cell", "cells") if msg_type == "cell" else (msg_type,)
         msg = self.wait_iopub(
             lambda m: (
                 m["msg_type"] == "comm_msg"
                 and m["content"].get("comm_id") == comm_id
-                and m["content"]["data"].get("type") == msg_type
+                and m["content"]["data"].get("type") in types
             ),
             timeout,
         )
         data: dict[str, Any] = msg["content"]["data"]
+        if data["type"] == "cells":
+            rest = {k: v for k, v in data.items() if k not in ("type", "records")}
+            views = [{"type": "cell", "record": r, **rest} for r in data["records"]]
+            self._cells[comm_id] = views[1:]
+            return views[0]
         return data
 
     # --- shell -----------------------------------------------------------------------------

@@ -77,6 +77,16 @@ def _capture(k: KernelHarness) -> dict[str, Data]:
     out["samples"] = max(batches, key=lambda b: len(b["samples"]))
     assert k.request(control, "set_settings", {"sample_hz": 10})["type"] == "reply"
 
+    # since 1.1: the quick cells of a Run All (requests queued at once) go out together
+    queued = [k.send_execute(f"q = {i}", f"fixture-runall-{i}") for i in range(3)]
+    for msg_id in queued:
+        assert k.reply(msg_id)["content"]["status"] == "ok"
+    out["cells"] = k.wait_iopub(
+        lambda m: m["msg_type"] == "comm_msg"
+        and m["content"].get("comm_id") == stream
+        and m["content"]["data"].get("type") == "cells"
+    )["content"]["data"]
+
     # first cell that imports torch: devices (torch seen), cell, insight
     start = len(k.iopub)
     code = (

@@ -288,6 +288,9 @@ BROKEN = [
     ("cell", _set(("record", "devices", "cpu", "after_bytes"), -1)),
     ("cell", _set(("record", "duration"), float("nan"))),
     ("cell", _set(("devices", 0, "kind"), "tpu")),
+    ("cells", _set(("records", 1, "devices", "cpu", "delta_bytes"), "5")),  # since 1.1
+    ("cells", _set(("records",), {"cell_id": "x"})),
+    ("cells", _drop(("devices",))),
     ("samples", _set(("samples", 0, "d", "cpu", "used"), 1.5)),
     ("samples", _drop(("samples", 0, "d", "cpu", "used"))),
     ("samples", _set(("samples", 0, "t"), 2e9)),

@@ -20,6 +20,7 @@ import sys
 from typing import Any
 
 from ..protocol import DeviceDelta, DeviceInfo, DeviceSample
+from . import procio
 from .base import CellMark, Device, PeakPolicy, make_delta, window_rise
 
 _OTHER_ALLOCATORS = ("jemalloc", "tcmalloc", "mimalloc")
@@ -64,7 +65,9 @@ def load_mallinfo2() -> Any:
     if not sys.platform.startswith("linux") or other_allocator() is not None:
         return None
     try:
-        func = ctypes.CDLL(None).mallinfo2
+        # PyDLL: called holding the GIL. A ~25 us call that released it would hand the GIL
+        # to a waiting thread (IOPub, the sampler) and wait to get it back, ~0.1-5 ms.
+        func = ctypes.PyDLL(None).mallinfo2
     except (OSError, AttributeError):
         return None
     func.restype = _MallInfo2
@@ -90,7 +93,7 @@ class CpuDevice(Device):
         if self._statm_fd is None:
             return _rss_fallback()
         try:
-            fields = os.pread(self._statm_fd, 128, 0).split()
+            fields = procio.pread(self._statm_fd, 128, 0).split()
             return int(fields[1]) * self._page
         except (OSError, IndexError, ValueError):
             return _rss_fallback()
@@ -158,7 +161,7 @@ def _reset_hwm(fd: int | None) -> bool:
     if fd is None:
         return False
     try:
-        os.write(fd, b"5")
+        procio.write(fd, b"5")
         return True
     except OSError:
         return False
@@ -169,7 +172,7 @@ def _vm_hwm(fd: int | None) -> int | None:
     if fd is None:
         return None
     try:
-        status = os.pread(fd, 8192, 0)
+        status = procio.pread(fd, 8192, 0)
         start = status.index(b"VmHWM:") + 6
         return int(status[start : status.index(b"\n", start)].split()[0]) * 1024
     except (OSError, ValueError, IndexError):
