@@ -22,12 +22,14 @@ class Cells:
         self.engine = InsightEngine(namespace=self.ns)
         self.engine.install()
         self.last: dict[str, Any] | None = None
+        self.running: float | None = None  # the running cell's start (the step watch's key)
         self.advisor = Advisor(
             lambda: self.ns,
             self._source,
             lambda: self.records,
             lambda: self.last,
             watch=self.engine.watch,
+            cell_key=lambda: self.running,
         )
 
     def _source(self, count: int | None) -> str:
@@ -38,10 +40,16 @@ class Cells:
         count = len(self.sources) - 1
         self.engine.begin_cell(f"cell-{count}", count)
         start = time.perf_counter()
-        exec(compile(code, f"<cell {count}>", "exec"), self.ns)
+        self.running = start
+        try:
+            exec(compile(code, f"<cell {count}>", "exec"), self.ns)
+        finally:
+            self.running = None
+            self.advisor.cell_ended()
         record = {
             "cell_id": f"cell-{count}",
             "execution_count": count,
+            "start_time": start,
             "duration": time.perf_counter() - start,
             "ok": True,
             "devices": {},

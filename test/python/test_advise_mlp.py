@@ -53,9 +53,20 @@ def test_advise_in_the_cell_after_training(k: KernelHarness) -> None:
     k.run_ok("advice = vramscope.advise()", "ask")
     assert value(k, "advice['training_cell']['cell_id']") == "train-again"
     assert value(k, "advice['notes']") == [
-        "checkpointing: no repeated blocks (same class, repeated) found"
+        "the training step's peak is not measured yet (it is from the next run of the "
+        "training cell on): step-peak savings are estimated from the per-layer figures",
+        "checkpointing: no repeated blocks (same class, repeated) found",
     ]
     assert value(k, "[s['id'] for s in advice['suggestions']][:1]") == ["accumulate:2"]
+    # advice asked for: the next run of the training cell has its step measured
+    k.run_ok(TRAIN, "train-measured")
+    k.run_ok("advice = vramscope.advise()", "ask-again")
+    assert value(k, "advice['notes']") == [
+        "checkpointing: no repeated blocks (same class, repeated) found"
+    ]
+    assert any(
+        "one training step measured" in w for w in value(k, "advice['suggestions'][0]['why']")
+    )
 
 
 def test_names_from_the_loop(k: KernelHarness) -> None:

@@ -15,6 +15,7 @@ from typing import Any, Callable
 from .names import CellSource, is_training_source
 from .outcomes import CellLog, CellRun
 from .schema import Advice, Suggestion
+from .stepwatch import StepWatch
 
 SourceFn = Callable[[int | None], str]
 
@@ -57,6 +58,9 @@ class Advisor:
     last_insight: the latest after-cell Insight (holders), or None.
     watch: makes model insight measure a module (the model the training cell uses, when it
         is not a namespace name such as ``trainer.model``).
+    cell_key: the running cell's start time, its record's ``start_time`` (None between
+        cells); with it, once advice was asked for, each cell's first training step of the
+        model is measured (stepwatch).
     """
 
     def __init__(
@@ -66,6 +70,7 @@ class Advisor:
         records: Callable[[], list[dict[str, Any]]],
         last_insight: Callable[[], dict[str, Any] | None],
         watch: Callable[[Any], None] | None = None,
+        cell_key: Callable[[], float | None] | None = None,
     ) -> None:
         self._ns = namespace
         self._source_of = source_of
@@ -73,6 +78,7 @@ class Advisor:
         self._last_insight = last_insight
         self._watch = watch
         self.log = CellLog()
+        self.steps = StepWatch(cell_key) if cell_key is not None else None
         self.device = "cpu"  # the advised model's device (outcomes read its cell deltas)
 
     # --- per cell ---------------------------------------------------------------------------
@@ -82,7 +88,13 @@ class Advisor:
         count = record.get("execution_count")
         source = self._source_of(count) if self.log.active else ""
         cell = CellSource(count, record.get("cell_id"), source)
-        return self.log.add(cell, record)
+        step = self.steps.take(record.get("start_time")) if self.steps is not None else None
+        return self.log.add(cell, record, step)
+
+    def cell_ended(self) -> None:
+        """The running cell ended (its post_run_cell): a step left open is dropped."""
+        if self.steps is not None:
+            self.steps.cell_ended()
 
     def after_insight(self, insight: Any) -> bool:
         """The after-cell insight; True when it completes an outcome (a training run after an
@@ -143,6 +155,11 @@ class Advisor:
             torch, self._ns(), cells, training_run, model, self._last_insight(), baseline
         )
         self.device = ctx.device
+        if ctx.model is not None and self.steps is not None:
+            try:
+                self.steps.watch(torch, ctx.model)  # its steps are measured from now on
+            except Exception as exc:
+                ctx.notes.append(f"the training step cannot be measured: {exc}")
         if ctx.model is not None and not ctx.layers and self._watch is not None:
             self._watch(ctx.model)  # measure this module (not a namespace name) from now on
         runs = list(self.log.recent)

@@ -11,6 +11,7 @@ from typing import Any
 from .names import CellSource, Names, StepRegion, find_names, parse, step_region
 from .outcomes import CellRun
 from .peakmodel import Unit
+from .stepwatch import StepFigures
 
 
 @dataclass
@@ -29,6 +30,7 @@ class Context:
     batch_size: int | None
     cells: list[CellSource] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    step: StepFigures | None = None  # the training run's first step, measured
     _grads_seen: bool = False
     _subtree: dict[str, int] | None = None
     _rows: dict[str, dict[str, Any]] | None = None
@@ -208,6 +210,12 @@ def build_context(
     holders = list((fallback_insight or insight or {}).get("holders", ()))
     if names.model is None and model_name is not None:
         names.model = code_name(model_name)
+    step = training_run.step if training_run else None
+    if layers and step is None:
+        notes.append(
+            "the training step's peak is not measured yet (it is from the next run of the "
+            "training cell on): step-peak savings are estimated from the per-layer figures"
+        )
     from .names import batch_size_of
 
     return Context(
@@ -225,6 +233,7 @@ def build_context(
         batch_size=batch_size_of(names, ns, torch),
         cells=cells,
         notes=notes,
+        step=step,
     )
 
 

@@ -19,7 +19,9 @@ class OptimizeLink:
             records=lambda: list(runtime.recorder.records),
             last_insight=lambda: runtime.insight.last,
             watch=lambda module: runtime.insight.watch(module),
+            cell_key=self._cell_key,
         )
+        self._end_hook_on: Any = None  # the shell our post_run_cell hook is registered on
         self._model: str | None = None  # the last model advice was asked for
         self.last: Advice | None = None  # the last advice computed (the session report's)
 
@@ -33,6 +35,35 @@ class OptimizeLink:
             source = history[count]
             return source if isinstance(source, str) else ""
         return ""
+
+    def _cell_key(self) -> float | None:
+        """The running cell's start time (its record's ``start_time``); None between cells
+        (silent executions)."""
+        stack = getattr(self._runtime.recorder, "_stack", None)
+        return stack[-1].start_time if stack else None
+
+    def _cell_ended(self, *_: Any) -> None:
+        """post_run_cell (registered once steps are watched): a step left open is dropped.
+        After the bridge was unloaded it removes itself and the step watch's hooks."""
+        try:
+            steps = self.advisor.steps
+            if self._runtime._installed_on is not self._end_hook_on:
+                self._end_hook_on.events.unregister("post_run_cell", self._cell_ended)
+                self._end_hook_on = None
+                if steps is not None:
+                    steps.stop()
+            elif steps is not None:
+                steps.cell_ended()
+        except Exception as exc:
+            self._runtime._internal(exc)
+
+    def _hook_cell_end(self) -> None:
+        shell = self._runtime.shell
+        steps = self.advisor.steps
+        if steps is None or not steps.watching or self._end_hook_on is shell or shell is None:
+            return
+        shell.events.register("post_run_cell", self._cell_ended)
+        self._end_hook_on = shell
 
     def advise(self, model: str | None = None) -> Advice:
         if model is not None:
@@ -48,6 +79,7 @@ class OptimizeLink:
             self._runtime._internal(exc)
         try:
             self.last = self.advisor.advise(self._model)
+            self._hook_cell_end()
         except Exception as exc:  # advise() catches its own; a last guard
             self.last = empty_advice(f"advice failed: {type(exc).__name__}: {exc}")
         return self.last

@@ -15,6 +15,7 @@ from typing import Any
 
 from .names import CellSource, is_training_source, marker_ids
 from .schema import Measured, Outcome, Predicted
+from .stepwatch import StepFigures
 
 #: A measured saving further than this from the prediction is flagged as missed.
 MISS_LIMIT = 0.2
@@ -28,6 +29,7 @@ class CellRun:
     cell: CellSource
     record: dict[str, Any]
     insight: dict[str, Any] | None
+    step: StepFigures | None = None  # its first training step, measured (stepwatch)
 
 
 def activation_bytes(insight: dict[str, Any] | None) -> int:
@@ -37,12 +39,15 @@ def activation_bytes(insight: dict[str, Any] | None) -> int:
     return sum(int(row.get("peak_saved_bytes", 0)) for row in insight.get("layers", ()))
 
 
-def measured(run: CellRun, device: str) -> Measured:
+def measured(run: CellRun, device: str, steps: bool = False) -> Measured:
+    """``steps``: the step peak is the measured training step's (both runs of an outcome
+    have one), else the cell's peak rise on the device (for both)."""
     deltas = run.record.get("devices", {})
     delta = deltas.get(device) or next(iter(deltas.values()), None) or {}
+    peak = run.step.peak if steps and run.step else int(delta.get("peak_delta_bytes", 0))
     return {
         "activation_bytes": activation_bytes(run.insight),
-        "step_peak_bytes": int(delta.get("peak_delta_bytes", 0)),
+        "step_peak_bytes": peak,
         "duration_s": float(run.record.get("duration", 0.0)),
         "cell_id": run.cell.cell_id,
         "execution_count": run.cell.execution_count,
@@ -66,9 +71,11 @@ class CellLog:
         self.offered: dict[str, dict[str, Any]] = {}  # suggestion id -> the suggestion
         self.applied: dict[str, Applied] = {}
 
-    def add(self, cell: CellSource, record: dict[str, Any]) -> bool:
+    def add(
+        self, cell: CellSource, record: dict[str, Any], step: StepFigures | None = None
+    ) -> bool:
         """Keep one cell; True when an outcome changed (a marked cell ran)."""
-        run = CellRun(cell, record, None)
+        run = CellRun(cell, record, None, step)
         self.recent.append(run)
         if not self.active:
             return False
@@ -113,7 +120,7 @@ class CellLog:
             return run
         later = list(self.recent)[list(self.recent).index(run) + 1 :]
         found = next((r.insight for r in later if r.insight is not None), None)
-        return CellRun(run.cell, run.record, found) if found is not None else run
+        return CellRun(run.cell, run.record, found, run.step) if found is not None else run
 
     def baseline(self, run: CellRun) -> dict[str, Any] | None:
         """The insight before ``run``'s own: what was saved when ``run`` started."""
@@ -143,8 +150,9 @@ class CellLog:
 def outcome(sid: str, applied: Applied, device: str) -> Outcome:
     s = applied.suggestion
     predicted: Predicted = s["predicted"]
-    before = measured(applied.before, device) if applied.before else None
-    after = measured(applied.after, device) if applied.after else None
+    steps = bool(applied.before and applied.before.step and applied.after and applied.after.step)
+    before = measured(applied.before, device, steps) if applied.before else None
+    after = measured(applied.after, device, steps) if applied.after else None
     miss: float | None = None
     if before is not None and after is not None:
         # the same instrument before and after: the model's saved activations at their peak

@@ -17,19 +17,27 @@ def _tracker_class(torch: Any) -> Any:
     from torch.utils._pytree import tree_flatten
 
     class StepPeak(TorchDispatchMode):
-        def __init__(self) -> None:
+        def __init__(self, record: bool = False) -> None:
             super().__init__()
             self.live: dict[int, int] = {}
             self.current = 0
             self.peak = 0
+            self.closed = False  # gone through: a mode left pushed by accident counts nothing
+            # with ``record``: every allocation (key, +bytes) and free (key, -bytes) in order
+            self.events: list[tuple[int, int]] | None = [] if record else None
 
         def _gone(self, key: int) -> None:
-            self.current -= self.live.pop(key, 0)
+            nbytes = self.live.pop(key, 0)
+            self.current -= nbytes
+            if nbytes and self.events is not None and not self.closed:
+                self.events.append((key, -nbytes))
 
         def __torch_dispatch__(
             self, func: Any, types: Any, args: Any = (), kwargs: Any = None
         ) -> Any:
             out = func(*args, **(kwargs or {}))
+            if self.closed:
+                return out
             inputs = {
                 a.untyped_storage().data_ptr()
                 for a in tree_flatten((args, kwargs))[0]
@@ -47,10 +55,23 @@ def _tracker_class(torch: Any) -> Any:
                 self.current += nbytes
                 if self.current > self.peak:
                     self.peak = self.current
+                if self.events is not None:
+                    self.events.append((key, nbytes))
                 weakref.finalize(storage, self._gone, key)
             return out
 
     return StepPeak
+
+
+_CLASSES: dict[int, Any] = {}
+
+
+def tracker(torch: Any, record: bool = False) -> Any:
+    """A new op-by-op peak tracker (a ``TorchDispatchMode``; the class is made once)."""
+    cls = _CLASSES.get(id(torch))
+    if cls is None:
+        cls = _CLASSES[id(torch)] = _tracker_class(torch)
+    return cls(record)
 
 
 def measure_peak(torch: Any, device: Any, step: Callable[[], Any]) -> int:
@@ -62,7 +83,7 @@ def measure_peak(torch: Any, device: Any, step: Callable[[], Any]) -> int:
         step()
         torch.cuda.synchronize(device)
         return max(0, int(torch.cuda.max_memory_allocated(device)) - base)
-    tracker = _tracker_class(torch)()
-    with tracker:
+    mode = tracker(torch)
+    with mode:
         step()
-    return int(tracker.peak)
+    return int(mode.peak)

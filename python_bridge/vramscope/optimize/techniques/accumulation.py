@@ -6,6 +6,8 @@ so ``k`` micro-batches keep about ``1/k`` of them at the step's peak.
 
 from __future__ import annotations
 
+import ast
+
 from ..codegen import CannotRewrite, rewrite_accumulation
 from ..context import Context
 from ..peakmodel import accumulated_peak, step_peak
@@ -29,9 +31,25 @@ def batch_vars(ctx: Context) -> list[str]:
     if loop is not None and ctx.names.batch_vars:
         # the loop target's tensors (for step, (x, y) in enumerate(loader): x and y)
         return [v for v in ctx.names.batch_vars if isinstance(ctx.ns.get(v), torch.Tensor)]
-    if ctx.names.batch and isinstance(ctx.ns.get(ctx.names.batch), torch.Tensor):
-        return [ctx.names.batch]
-    return []
+    if not ctx.names.batch or not isinstance(ctx.ns.get(ctx.names.batch), torch.Tensor):
+        return []
+    # with it, the other tensors the forward reads that have the batch's first dimension
+    # (``criterion(net(images), labels)``: the labels are split too)
+    found = [ctx.names.batch]
+    forward = [n for s in (ctx.region.forward if ctx.region else []) for n in ast.walk(s)]
+    names = [n.id for n in forward if isinstance(n, ast.Name)]
+    stored = {n.id for n in forward if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
+    for name in names:
+        value = ctx.ns.get(name)
+        if (
+            name not in found
+            and name not in stored
+            and isinstance(value, torch.Tensor)
+            and value.dim() > 0
+            and int(value.shape[0]) == ctx.batch_size
+        ):
+            found.append(name)
+    return found
 
 
 def suggest(ctx: Context) -> list[Suggestion]:
@@ -43,10 +61,21 @@ def suggest(ctx: Context) -> list[Suggestion]:
         return []
     after = before // k
     saving = before - after
-    units = ctx.units()
-    peak_saving = step_peak(units, ctx.persistent_grads) - accumulated_peak(
-        units, k, ctx.persistent_grads
-    )
+    if ctx.step is not None:  # the measured step: its gradients stay, the rest is 1/k
+        peak_saving = ctx.step.peak - ctx.step.accumulated_peak(k)
+        if peak_saving <= 0:
+            ctx.notes.append(
+                f"gradient accumulation: not offered, {k} micro-batches would not lower the "
+                f"measured step peak ({mib(ctx.step.peak)}, about "
+                f"{mib(ctx.step.accumulated_peak(k))} with them: the "
+                f"{mib(ctx.step.grads)} of gradients stay through every micro-batch)"
+            )
+            return []
+    else:
+        units = ctx.units()
+        peak_saving = step_peak(units, ctx.persistent_grads) - accumulated_peak(
+            units, k, ctx.persistent_grads
+        )
     sid = f"accumulate:{k}"
     why = [
         f"training cell [{ctx.training.execution_count}] runs batches of {ctx.batch_size}: "
@@ -54,6 +83,12 @@ def suggest(ctx: Context) -> list[Suggestion]:
         f"{k} micro-batches of {ctx.batch_size // k} keep {mib(after)} at a time; the "
         "gradients add up to the same step",
     ]
+    if ctx.step is not None:
+        why.append(
+            f"one training step measured at a {mib(ctx.step.peak)} peak, "
+            f"{mib(ctx.step.grads)} of it gradients: about "
+            f"{mib(ctx.step.peak - peak_saving)} with {k} micro-batches"
+        )
     try:
         if ctx.region is None:
             raise CannotRewrite("no `<loss>.backward()` statement found")

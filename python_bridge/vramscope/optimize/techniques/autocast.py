@@ -141,6 +141,7 @@ def suggest(ctx: Context) -> list[Suggestion]:
         code = template(ctx, sid, str(err), step, setup)
         kind = "template"
     title = f"Mixed precision: {short} autocast on {ctx.device}"
+    # no step-peak figure: 16-bit copies of weights and gradients come and go in backward
     pred = predicted(before, after, before - after, None)
     cost = (
         COST if not scaler else ("faster on tensor cores; GradScaler guards fp16 underflow", None)

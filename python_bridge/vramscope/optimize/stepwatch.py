@@ -1,0 +1,202 @@
+"""One training step of the advised model, measured in each cell once advice is active.
+
+The step's peak is what the predictions rest on and what predicted vs measured compares, both
+with one definition: the most bytes that tensors created since the step started held at once
+(op by op, through :func:`.peak.tracker`), from the model's first forward in the cell (with
+autograd on, no dispatch mode of the user's running) to the optimizer's ``step()`` (the
+forward(s) and backward; k micro-batches of an accumulation loop are one step). Until advice
+is asked for nothing is installed; then it costs one Python call per forward of the model,
+and one measured step per cell (the op-by-op count is ~35 us per op, for that step only).
+
+Each allocation is kept in order, so that when the step ends the storages that became the
+parameters' ``.grad`` can be told apart from the rest (activations, their gradients,
+temporaries): ``StepFigures.frontier`` keeps the (gradient bytes, other bytes) pairs that can
+be the peak when the rest is scaled by any factor (a smaller micro-batch, half precision).
+
+No reference to the user's tensors is kept: integers, and a weakref to the model.
+"""
+
+from __future__ import annotations
+
+import sys
+import weakref
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from .peak import tracker
+
+KEEP = 32  # steps kept (by cell: its start time)
+
+
+@dataclass(frozen=True)
+class StepFigures:
+    """A measured step: ``peak`` above its start; ``grads``: the ``.grad`` bytes it
+    allocated; ``frontier``: (gradient bytes, other bytes) pairs, none below another in both;
+    ``largest_grad``: the largest single ``.grad`` it allocated; ``forwards``: the model's
+    forwards in it."""
+
+    peak: int
+    grads: int
+    frontier: tuple[tuple[int, int], ...]
+    largest_grad: int
+    forwards: int
+
+    def scaled_peak(self, factor: float) -> int:
+        """The peak with everything but the gradients scaled by ``factor``."""
+        return max((int(g + o * factor) for g, o in self.frontier), default=0)
+
+    def accumulated_peak(self, k: int) -> int:
+        """``k`` micro-batches per step (each 1/k of the batch): the first allocates the
+        gradients; the next ones run with them in place, adding each new gradient to them."""
+        first = self.scaled_peak(1.0 / k)
+        if k <= 1 or not self.grads:
+            return first  # gradients there before the step (zeroed in place): all alike
+        later = self.grads + self.largest_grad + max(o for _, o in self.frontier) // k
+        return max(first, later)
+
+
+def figures_of(
+    events: list[tuple[int, int]], grad_keys: dict[int, int], forwards: int
+) -> StepFigures:
+    """Replays the step's allocations (key, +bytes) and frees (key, -bytes)."""
+    total = grads = peak = 0
+    points: list[tuple[int, int]] = []
+    for key, delta in events:
+        total += delta
+        if key in grad_keys:
+            grads += delta
+        if delta > 0:
+            points.append((grads, total - grads))
+            if total > peak:
+                peak = total
+    frontier: list[tuple[int, int]] = []
+    best_other = -1
+    # by gradient bytes, most first: a point is kept when its other bytes beat all before it
+    for g, o in sorted(set(points), key=lambda p: (-p[0], -p[1])):
+        if o > best_other:
+            frontier.append((g, o))
+            best_other = o
+    allocated = sum(grad_keys.values())
+    return StepFigures(
+        peak, allocated, tuple(frontier), max(grad_keys.values(), default=0), forwards
+    )
+
+
+class StepWatch:
+    """Args:
+    cell_key: the running cell's key (its start time), None between cells (silent
+        executions).
+    """
+
+    def __init__(self, cell_key: Callable[[], float | None]) -> None:
+        self._cell_key = cell_key
+        self._model: Any = None  # weakref.ref to the watched model
+        self._hook: Any = None
+        self._step_hook: Any = None
+        self._open: tuple[float, Any] | None = None  # (cell, the tracking mode)
+        self._forwards = 0
+        self._done: float | None = None  # the cell whose step was measured (one a cell)
+        self.figures: OrderedDict[float, StepFigures] = OrderedDict()
+
+    @property
+    def watching(self) -> bool:
+        return self._hook is not None
+
+    def watch(self, torch: Any, model: Any) -> None:
+        """Measure ``model``'s steps from now on (idempotent)."""
+        if self._model is not None and self._model() is model:
+            return
+        from torch.optim.optimizer import register_optimizer_step_pre_hook
+
+        self.stop()
+        self._step_hook = register_optimizer_step_pre_hook(self._pre_step)
+        self._hook = model.register_forward_pre_hook(self._pre_forward)
+        self._model = weakref.ref(model)
+
+    def stop(self) -> None:
+        self.cell_ended()
+        for handle in (self._hook, self._step_hook):
+            if handle is not None:
+                handle.remove()
+        self._hook = self._step_hook = self._model = None
+
+    def take(self, cell: float | None) -> StepFigures | None:
+        return self.figures.pop(cell, None) if cell is not None else None
+
+    # --- hooks (inside the user's code: never raise) -------------------------------------
+
+    def _pre_forward(self, module: Any, args: Any) -> None:
+        try:
+            if self._open is not None:
+                self._forwards += 1  # one more micro-batch of the open step
+                return
+            cell = self._cell_key()
+            if cell is None or cell == self._done:
+                return
+            torch = sys.modules["torch"]
+            if (
+                not torch.is_grad_enabled()
+                or torch._C._current_graph_task_id() != -1  # recomputed inside backward
+                or torch._C._len_torch_dispatch_stack() > 0  # the user's own mode runs
+            ):
+                return
+            mode = tracker(torch, record=True)
+            mode.__enter__()
+            self._open = (cell, mode)
+            self._forwards = 1
+        except Exception:
+            self._open = None
+
+    def _pre_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        if self._open is None:
+            return
+        try:
+            cell, mode = self._open
+            self._close()
+            self._done = cell
+            model = self._model() if self._model is not None else None
+            if model is None or not _steps(optimizer, model):
+                return
+            keep = {}
+            for p in model.parameters():
+                grad = p.grad
+                if grad is not None:
+                    storage = grad.untyped_storage()
+                    if storage.data_ptr() in mode.live:
+                        keep[storage.data_ptr()] = storage.nbytes()
+            self.figures[cell] = figures_of(mode.events or [], keep, self._forwards)
+            while len(self.figures) > KEEP:
+                self.figures.popitem(last=False)
+        except Exception:
+            self._open = None
+
+    def cell_ended(self) -> None:
+        """A cell ended: a step still open (no optimizer step came) is dropped."""
+        if self._open is not None:
+            self._done = self._open[0]
+            self._close()
+
+    def _close(self) -> None:
+        if self._open is None:
+            return
+        mode: Any = self._open[1]
+        self._open = None
+        mode.closed = True  # counts nothing more, even if it cannot be popped below
+        try:
+            from torch.utils._python_dispatch import _get_current_dispatch_mode
+
+            top: Any = _get_current_dispatch_mode()
+            if top is not mode:
+                return  # another mode above it (left pushed, it counts nothing)
+            mode.__exit__(None, None, None)
+        except Exception:
+            pass
+
+
+def _steps(optimizer: Any, model: Any) -> bool:
+    """The optimizer updates the model (its first parameter is in a group)."""
+    first = next(model.parameters(), None)
+    if first is None:
+        return False
+    return any(any(p is first for p in group["params"]) for group in optimizer.param_groups)
