@@ -10,6 +10,7 @@ from __future__ import annotations
 import gc
 import sys
 import time
+import weakref
 from typing import Any, Callable
 
 from .names import CellSource, is_training_source
@@ -79,6 +80,8 @@ class Advisor:
         self._watch = watch
         self.log = CellLog()
         self.steps = StepWatch(cell_key) if cell_key is not None else None
+        # (model weakref, insight, baseline, rows, figures): see _memo_for
+        self._memo: tuple[Any, Any, Any, int, dict[Any, Any]] = (None, None, None, 0, {})
         self.device = "cpu"  # the advised model's device (outcomes read its cell deltas)
 
     # --- per cell ---------------------------------------------------------------------------
@@ -122,6 +125,26 @@ class Advisor:
         advice["compute_ms"] = round((time.perf_counter() - start) * 1000.0, 3)
         return advice
 
+    def _memo_for(
+        self, model: Any, run: CellRun | None, baseline: Any, rows: int
+    ) -> dict[Any, Any]:
+        """The figures worked out for this model and these measured rows (the same insight
+        and baseline objects): kept while they stay, so that advice asked again (the panel
+        reopened, each outcome) does not walk a 10,000-module model again."""
+        insight = run.insight if run is not None else None
+        memo_model, memo_insight, memo_baseline, memo_rows, memo = self._memo
+        if (
+            memo_model is not None
+            and memo_model() is model
+            and memo_insight is insight
+            and memo_baseline is baseline
+            and memo_rows == rows
+        ):
+            return memo
+        ref = weakref.ref(model) if model is not None else None
+        self._memo = (ref, insight, baseline, rows, {})
+        return self._memo[4]
+
     def _cells(self) -> list[CellSource]:
         cells = []
         for record in self._records():
@@ -155,6 +178,7 @@ class Advisor:
             torch, self._ns(), cells, training_run, model, self._last_insight(), baseline
         )
         self.device = ctx.device
+        ctx.memo = self._memo_for(ctx.model, training_run, baseline, len(ctx.layers))
         if ctx.model is not None and self.steps is not None:
             try:
                 self.steps.watch(torch, ctx.model)  # its steps are measured from now on

@@ -6,12 +6,14 @@ from __future__ import annotations
 import ast
 import keyword
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable, TypeVar, cast
 
 from .names import CellSource, Names, StepRegion, find_names, parse, step_region
 from .outcomes import CellRun
-from .peakmodel import Unit
+from .peakmodel import Unit, step_peak
 from .stepwatch import StepFigures
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -31,6 +33,9 @@ class Context:
     cells: list[CellSource] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     step: StepFigures | None = None  # the training run's first step, measured
+    #: figures worked out from the model's structure and the measured rows, kept by the
+    #: advisor across advise() calls while neither changed (Advisor._memo_for)
+    memo: dict[Any, Any] = field(default_factory=dict)
     _grads_seen: bool = False
     _subtree: dict[str, int] | None = None
     _rows: dict[str, dict[str, Any]] | None = None
@@ -38,19 +43,27 @@ class Context:
     _figures: list[tuple[str, int, int, int]] | None = None
 
     def subtree_bytes(self, path: str) -> int:
-        """Peak saved bytes of a module and its descendants during the training run."""
+        """Peak saved bytes of a module and its descendants during the training run (rows
+        come in named_modules order: a module's descendants follow it at once)."""
         if self._subtree is None:
-            sums: dict[str, int] = {}
-            for row in self.layers:
-                nbytes = int(row["peak_saved_bytes"])
-                if not nbytes:
-                    continue
-                parts = row["path"].split(".") if row["path"] else []
-                for depth in range(len(parts) + 1):
-                    key = ".".join(parts[:depth])
-                    sums[key] = sums.get(key, 0) + nbytes
-            self._subtree = sums
-        return self._subtree.get(path, 0)
+            self._subtree = {r["path"]: i for i, r in enumerate(self.layers)}
+        start = self._subtree.get(path)
+        if start is None:
+            return 0
+        rows = self.layers
+        total = int(rows[start]["peak_saved_bytes"])
+        prefix = path + "." if path else ""
+        for i in range(start + 1, len(rows)):
+            if not rows[i]["path"].startswith(prefix):
+                break
+            total += int(rows[i]["peak_saved_bytes"])
+        return total
+
+    def plain_peak(self, persistent: bool) -> int:
+        """The peak model's forward + backward peak of the rows as they are."""
+        return self.memoized(
+            ("plain_peak", persistent), lambda: step_peak(self.units(), persistent)
+        )
 
     def row(self, path: str) -> dict[str, Any] | None:
         if self._rows is None:
@@ -110,21 +123,32 @@ class Context:
         block: Unit | None = None
         block_prefix = ""
         for path, kept, grads, transient in self._row_figures():
-            layer = Unit(kept, grads, [], transient)
             if block is not None and path.startswith(block_prefix):
-                block.inner.append(layer)
+                if kept or grads or transient:
+                    block.inner.append(Unit(kept, grads, [], transient))
             elif path in blocks:
-                block = Unit(blocks[path], 0, [layer])
+                block = Unit(blocks[path], 0, [Unit(kept, grads, [], transient)])
                 block_prefix = path + "."
                 units.append(block)
             else:
                 block = None
-                units.append(layer)
+                # a row with nothing saved, no gradients and no transient never sets the
+                # peak (the row after it in backward is at least as high): left out
+                if kept or grads or transient:
+                    units.append(Unit(kept, grads, [], transient))
         return units
+
+    def memoized(self, key: Any, compute: Callable[[], T]) -> T:
+        """``compute()``, once per model structure and measured rows (``memo``)."""
+        if key not in self.memo:
+            self.memo[key] = compute()
+        return cast(T, self.memo[key])
 
     @property
     def activation_bytes(self) -> int:
-        return sum(int(r["peak_saved_bytes"]) for r in self.layers)
+        return self.memoized(
+            "activation_bytes", lambda: sum(int(r["peak_saved_bytes"]) for r in self.layers)
+        )
 
     def expr(self, path: str) -> str:
         """Python text reaching submodule ``path`` of the model, in the user's names."""

@@ -10,7 +10,7 @@ import ast
 
 from ..codegen import CannotRewrite, rewrite_accumulation
 from ..context import Context
-from ..peakmodel import accumulated_peak, step_peak
+from ..peakmodel import accumulated_peak
 from ..schema import Suggestion, SuggestionKind
 from .base import mib, predicted, suggestion
 from .template import template
@@ -72,9 +72,10 @@ def suggest(ctx: Context) -> list[Suggestion]:
             )
             return []
     else:
-        units = ctx.units()
-        peak_saving = step_peak(units, ctx.persistent_grads) - accumulated_peak(
-            units, k, ctx.persistent_grads
+        persistent = ctx.persistent_grads
+        peak_saving = ctx.memoized(
+            ("accumulation", k, persistent),
+            lambda: ctx.plain_peak(persistent) - accumulated_peak(ctx.units(), k, persistent),
         )
     sid = f"accumulate:{k}"
     why = [

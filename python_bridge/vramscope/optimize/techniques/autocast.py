@@ -110,7 +110,8 @@ def suggest(ctx: Context) -> list[Suggestion]:
         ctx.notes.append(f"mixed precision: not offered for device {ctx.device}")
         return []
     device_type, dtype, scaler = chosen
-    before, after, why = predict(ctx)
+    before, after, facts = ctx.memoized("autocast", lambda: predict(ctx))
+    why = list(facts)
     if after >= before:
         ctx.notes.append("mixed precision: the measured layers would not save less with it")
         return []

@@ -10,6 +10,7 @@ recomputed in backward).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 from ..context import Context
@@ -21,23 +22,27 @@ COST = ("one extra forward of the blocks in backward (~1.3x step time)", 1.33)
 
 
 def repeated_blocks(model: Any, torch: Any) -> list[tuple[str, list[str]]]:
-    """``[(container path, [block paths])]``, outermost containers only."""
+    """``[(container path, [block paths])]``, outermost containers only, in the order of
+    ``named_modules``. The walk does not go into the blocks it finds (nothing inside a block
+    is listed), so on a deep model it visits the containers and the blocks only."""
     found: list[tuple[str, list[str]]] = []
-    listed: set[str] = set()  # the blocks found so far
     containers = (torch.nn.ModuleList, torch.nn.Sequential)
-    for path, module in model.named_modules():
-        if not isinstance(module, containers) or len(module) < 2:
-            continue
-        parts = path.split(".")
-        if any(".".join(parts[:i]) in listed for i in range(1, len(parts) + 1)):
-            continue  # inside a block already listed
-        children = list(module.named_children())
-        classes = {type(child) for _, child in children}
-        if len(classes) != 1 or not any(True for _ in children[0][1].children()):
-            continue
+    seen: set[int] = set()
+    stack: list[tuple[str, Any]] = [("", model)]
+    while stack:
+        path, module = stack.pop()
+        if id(module) in seen:
+            continue  # shared: named_modules lists it once
+        seen.add(id(module))
+        children = [(n, c) for n, c in module._modules.items() if c is not None]
         prefix = f"{path}." if path else ""
-        found.append((path, [f"{prefix}{name}" for name, _ in children]))
-        listed.update(found[-1][1])
+        if isinstance(module, containers) and len(children) >= 2:
+            classes = {type(child) for _, child in children}
+            if len(classes) == 1 and children[0][1]._modules:
+                found.append((path, [f"{prefix}{name}" for name, _ in children]))
+                seen.update(id(child) for _, child in children)
+                continue
+        stack.extend((f"{prefix}{name}", child) for name, child in reversed(children))
     return found
 
 
@@ -73,24 +78,47 @@ def is_hf(model: Any) -> bool:
     )
 
 
-def suggest(ctx: Context) -> list[Suggestion]:
-    if ctx.model is None or not ctx.layers:
-        return []
+@dataclass(frozen=True)
+class Analysis:
+    """What checkpointing the model's repeated blocks does to the measured rows."""
+
+    groups: list[tuple[str, list[str]]]
+    blocks: list[str]
+    saved: list[int]  # each block's saved bytes today
+    inputs: list[int]  # each block's input (kept with checkpointing)
+    peak_before: int
+    peak_after: int
+    batchnorm: bool
+
+
+def analyse(ctx: Context, persistent: bool) -> Analysis:
     groups = repeated_blocks(ctx.model, ctx.torch)
     blocks = [b for _, group in groups for b in group]
     saved = [ctx.subtree_bytes(b) for b in blocks]
+    if not blocks or sum(saved) == 0:
+        return Analysis(groups, blocks, saved, [], 0, 0, False)
+    inputs = _input_bytes(ctx, blocks, _elem_size(ctx.model))
+    # at the step's peak (backward) one block's activations are back while it is recomputed
+    peak_before = ctx.plain_peak(persistent)
+    peak_after = step_peak(ctx.units(dict(zip(blocks, inputs))), persistent)
+    bn = _batchnorm_inside(ctx, set(blocks))
+    return Analysis(groups, blocks, saved, inputs, peak_before, peak_after, bn)
+
+
+def suggest(ctx: Context) -> list[Suggestion]:
+    if ctx.model is None or not ctx.layers:
+        return []
+    persistent = ctx.persistent_grads
+    a = ctx.memoized(("checkpointing", persistent), lambda: analyse(ctx, persistent))
+    groups, blocks, saved, inputs = a.groups, a.blocks, a.saved, a.inputs
     total_blocks = sum(saved)
     if not blocks or total_blocks == 0:
         if not blocks:
             ctx.notes.append("checkpointing: no repeated blocks (same class, repeated) found")
         return []
-    inputs = _input_bytes(ctx, blocks, _elem_size(ctx.model))
-    # kept from forward to backward: only the blocks' inputs; at the step's peak (backward)
-    # one block's activations are back while it is recomputed
+    # kept from forward to backward: only the blocks' inputs
     saving = total_blocks - sum(inputs)
-    persistent = ctx.persistent_grads
-    peak_before = step_peak(ctx.units(), persistent)
-    peak_after = step_peak(ctx.units(dict(zip(blocks, inputs))), persistent)
+    peak_before, peak_after = a.peak_before, a.peak_after
     peak_saving = peak_before - peak_after
     if saving <= 0:
         ctx.notes.append(
@@ -112,7 +140,13 @@ def suggest(ctx: Context) -> list[Suggestion]:
         f"forward + backward peak: {mib(peak_before)} -> {mib(peak_after)} (with the "
         "gradients allocated in backward)",
     ]
-    if _batchnorm_inside(ctx, set(blocks)):
+    if ctx.step is not None:
+        why[-1] = (
+            f"one training step measured at a {mib(ctx.step.peak)} peak: about "
+            f"{mib(ctx.step.peak - peak_saving)} with checkpointing (the blocks' activations "
+            "give way to their inputs and one block recomputed at a time)"
+        )
+    if a.batchnorm:
         why.append("BatchNorm inside the blocks updates its running statistics twice a step")
     sid = "checkpoint:" + ("hf" if hf else "".join(groups[0][0].split()) or "model")
     pred = predicted(before, before - saving, saving, peak_saving)
