@@ -122,6 +122,7 @@ REQUIREMENTS=(
   editables
   jupyter_builder
   transformers # Optimize tests: a small-config GPT-2, random weights
+  peft         # Optimize tests: the LoRA cell (optional: its test is skipped without it)
 )
 
 # hash_of <label> <paths...>: one hash over the label and the contents of every file below paths.

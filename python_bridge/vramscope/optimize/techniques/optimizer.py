@@ -46,7 +46,7 @@ def adafactor_bytes(optimizer: Any) -> int:
     return total
 
 
-def _assignable(text: str) -> bool:
+def assignable(text: str) -> bool:
     try:
         tree = ast.parse(f"{text} = None")
     except SyntaxError:
@@ -55,16 +55,23 @@ def _assignable(text: str) -> bool:
     return isinstance(target, (ast.Name, ast.Attribute, ast.Subscript))
 
 
-def suggest(ctx: Context) -> list[Suggestion]:
+def find_optimizer(ctx: Context) -> tuple[str | None, Any]:
+    """The training cell's optimizer: (its expression, the object), or (name, None)."""
     name = ctx.names.optimizer
     optimizer = ctx.ns.get(name) if name and name.isidentifier() else None
     if optimizer is None and name and ctx.tree is not None:
         from ..names import resolve
 
-        parsed = ast.parse(name, mode="eval")
-        optimizer = resolve(parsed.body, ctx.ns)
+        optimizer = resolve(ast.parse(name, mode="eval").body, ctx.ns)
+    if not isinstance(optimizer, ctx.torch.optim.Optimizer):
+        return name, None
+    return name, optimizer
+
+
+def suggest(ctx: Context) -> list[Suggestion]:
+    name, optimizer = find_optimizer(ctx)
     torch = ctx.torch
-    if not isinstance(optimizer, torch.optim.Optimizer) or name is None or not _assignable(name):
+    if optimizer is None or name is None or not assignable(name):
         return []
     if type(optimizer).__name__ not in ("Adam", "AdamW") or len(optimizer.param_groups) != 1:
         return []
@@ -99,7 +106,8 @@ def suggest(ctx: Context) -> list[Suggestion]:
         "\n"
         f"{name} = torch.optim.{cls}({model}.parameters(), lr={lr_text})  # a fresh state\n"
     )
-    pred = predicted(None, None, now - after, now - after)
+    # the state is held between steps, not made in one: no step-peak figure
+    pred = predicted(None, None, now - after, None)
     cost = ("different updates (no momentum); the learning rate may need tuning", None)
     return [
         suggestion(

@@ -1,0 +1,154 @@
+"""LoRA-style freezing with ``peft`` where the optimizer's state dominates and the model is a
+Hugging Face model (fine-tuning pretrained weights; a model trained from scratch needs all of
+its weights trained): the base weights are frozen (no gradients, no optimizer state) and
+rank-8 adapters on every linear layer are trained instead (``target_modules="all-linear"``:
+``nn.Linear`` and transformers' ``Conv1D``, not the model's output embeddings).
+
+Predicted exactly from what is held now: the optimizer's state (measured: every tensor in
+``optimizer.state``) and the parameters' gradients go; the adapters' come, sized from the
+linear layers' shapes and the optimizer's measured state per parameter (bytes per element of
+its moments, plus its per-tensor scalars such as Adam's ``step``). The cell needs peft; it
+says so when it is not installed (an import check), and it works without vramscope.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from typing import Any
+
+from ..context import Context
+from ..schema import Suggestion
+from .base import mib, predicted, suggestion
+from .optimizer import assignable, find_optimizer, state_bytes
+
+RANK = 8
+COST = (
+    "trains rank-8 adapters instead of the full weights: fewer trainable parameters, "
+    "usually a slightly lower final quality than full fine-tuning",
+    None,
+)
+
+
+def adapter_shapes(model: Any, torch: Any) -> list[tuple[int, int]]:
+    """(in, out) of every layer peft's "all-linear" targets."""
+    head = None
+    if callable(getattr(model, "get_output_embeddings", None)):
+        try:
+            head = model.get_output_embeddings()
+        except Exception:
+            head = None
+    shapes = []
+    for module in model.modules():
+        if module is head:
+            continue
+        if isinstance(module, torch.nn.Linear):
+            shapes.append((module.in_features, module.out_features))
+        elif type(module).__name__ == "Conv1D" and getattr(module, "weight", None) is not None:
+            nx, nf = module.weight.shape  # transformers' Conv1D: weight is (in, out)
+            shapes.append((int(nx), int(nf)))
+    return shapes
+
+
+def is_pretrained(model: Any) -> bool:
+    """A Hugging Face model (``transformers.PreTrainedModel``): what LoRA fine-tunes."""
+    return any(c.__name__ == "PreTrainedModel" for c in type(model).__mro__)
+
+
+def state_per_parameter(optimizer: Any, torch: Any) -> tuple[float, int] | None:
+    """Measured: (bytes per element of the parameter-shaped state, bytes of the other
+    tensors per parameter), from the first parameter that has state."""
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            state = optimizer.state.get(p)
+            if not state:
+                continue
+            shaped = other = 0
+            for value in state.values():
+                if isinstance(value, torch.Tensor):
+                    nbytes = value.numel() * value.element_size()
+                    if value.shape == p.shape:
+                        shaped += nbytes
+                    else:
+                        other += nbytes
+            return shaped / max(1, p.numel()), other
+    return None
+
+
+def suggest(ctx: Context) -> list[Suggestion]:
+    torch = ctx.torch
+    name, optimizer = find_optimizer(ctx)
+    model_name = ctx.names.model
+    if optimizer is None or name is None or ctx.model is None or model_name is None:
+        return []
+    if not assignable(name) or not assignable(model_name) or hasattr(ctx.model, "peft_config"):
+        return []
+    if not is_pretrained(ctx.model):
+        return []  # adapters fine-tune pretrained weights: a model trained from scratch needs all
+    now = state_bytes(optimizer, torch)
+    if now == 0 or now <= ctx.activation_bytes or len(optimizer.param_groups) != 1:
+        return []
+    per = state_per_parameter(optimizer, torch)
+    shapes = adapter_shapes(ctx.model, torch)
+    if per is None or not shapes:
+        return []
+    per_element, per_tensor = per
+    params = list(ctx.model.parameters())
+    elem = params[0].element_size() if params else 4
+    grads = sum(p.grad.numel() * p.grad.element_size() for p in params if p.grad is not None)
+    numel = sum(RANK * (i + o) for i, o in shapes)  # lora_A (r x in) + lora_B (out x r)
+    adapters_state = int(numel * per_element) + 2 * len(shapes) * per_tensor
+    adapters_grads = numel * elem if grads else 0  # gradients as they are held now
+    saving = now + grads - adapters_state - adapters_grads
+    if saving <= 0:
+        return []
+    cls = type(optimizer).__name__
+    lr = optimizer.param_groups[0]["lr"]
+    lr_text = repr(float(lr)) if isinstance(lr, (int, float)) else "1e-3"
+    sid = "lora:peft"
+    installed = importlib.util.find_spec("peft") is not None
+    why = [
+        f"{cls} `{name}` holds {mib(now)} of state and the parameters {mib(grads)} of "
+        f"gradients, more than the {mib(ctx.activation_bytes)} of activations a step saves",
+        f"rank-{RANK} adapters on the {len(shapes)} linear layers: {numel:,} trainable "
+        f"parameters, {mib(adapters_state + adapters_grads)} of state and gradients",
+    ]
+    if not installed:
+        why.append("peft is not installed in this kernel: the cell says so (pip install peft)")
+    code = (
+        f"# vramscope: {sid}\n"
+        f"# LoRA (peft): the base weights of {model_name} frozen, rank-{RANK} adapters on every\n"
+        "# linear layer trained instead; the optimizer rebuilt over the adapters only.\n"
+        "# Re-running this cell is harmless; the undo cell merges the adapters back.\n"
+        "import torch\n"
+        "\n"
+        "try:\n"
+        "    from peft import LoraConfig, get_peft_model\n"
+        "except ImportError as err:\n"
+        '    raise ImportError("this cell needs peft: pip install peft") from err\n'
+        "\n"
+        f'if not hasattr({model_name}, "peft_config"):\n'
+        f"    {model_name} = get_peft_model(\n"
+        f"        {model_name},\n"
+        f"        LoraConfig(r={RANK}, lora_alpha={2 * RANK}, lora_dropout=0.0, "
+        'target_modules="all-linear"),\n'
+        "    )\n"
+        f"for _p in {model_name}.parameters():\n"
+        "    if not _p.requires_grad:\n"
+        "        _p.grad = None  # the frozen weights' gradients are not needed any more\n"
+        f"{name} = torch.optim.{cls}(\n"
+        f"    [_p for _p in {model_name}.parameters() if _p.requires_grad], lr={lr_text}\n"
+        ")\n"
+    )
+    undo = (
+        f"# vramscope: undo {sid}\n"
+        "import torch\n"
+        "\n"
+        f'if hasattr({model_name}, "peft_config"):\n'
+        f"    {model_name} = {model_name}.merge_and_unload()  # adapters merged into the weights\n"
+        f"for _p in {model_name}.parameters():\n"
+        "    _p.requires_grad_(True)\n"
+        f"{name} = torch.optim.{cls}({model_name}.parameters(), lr={lr_text})  # a fresh state\n"
+    )
+    pred = predicted(None, None, saving, None)  # held between steps: no step-peak figure
+    title = f"LoRA adapters (peft): freeze the base weights of {model_name}"
+    return [suggestion(sid, "lora", title, why, pred, COST, "enable", code, undo)]
