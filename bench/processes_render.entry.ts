@@ -16,6 +16,7 @@ import type {
 import type { IMemorySession } from '../src/tokens';
 import { LANE_LIMIT } from '../src/processes/model';
 import { ProcessesView } from '../src/processes/view';
+import { processesMessage, processInfo, stats } from './timeline_update.fake';
 
 const MiB = 2 ** 20;
 
@@ -30,10 +31,9 @@ class FakeSession {
 }
 
 function info(rank: number, t: number): IProcessInfo {
-  return {
+  return processInfo({
     key: `node${rank >> 3}:${1000 + rank}`,
     pid: 1000 + rank,
-    ppid: 1,
     host: `node${rank >> 3}`,
     remote: true,
     role: `rank ${rank} @ node${rank >> 3}`,
@@ -41,7 +41,6 @@ function info(rank: number, t: number): IProcessInfo {
     index: rank,
     world: 64,
     cell: 4,
-    started: 0,
     last_seen: t,
     rss: (2000 + rank) * MiB,
     uss: 900 * MiB,
@@ -55,14 +54,8 @@ function info(rank: number, t: number): IProcessInfo {
         peak: 33000 * MiB
       }
     },
-    peak_devices: { 'cuda:0': 33000 * MiB },
-    dropped: 0,
-    ended: null,
-    exit: null,
-    exit_code: null,
-    signal: null,
-    oom: false
-  };
+    peak_devices: { 'cuda:0': 33000 * MiB }
+  });
 }
 
 function message(t0: number, points: number, ranks: number): IProcessesMessage {
@@ -84,31 +77,12 @@ function message(t0: number, points: number, ranks: number): IProcessesMessage {
     }
     samples[p.key] = lane;
   }
-  return {
-    type: 'processes',
+  return processesMessage({
     time: t0,
-    full: false,
     processes,
     samples,
-    findings: [],
-    stats: { received: 0, dropped: 0, refused: 0, malformed: 0 },
     remote: 'udp:0.0.0.0:29600'
-  };
-}
-
-function stats(xs: number[]): {
-  median: number;
-  p90: number;
-  mean: number;
-  n: number;
-} {
-  const s = [...xs].sort((a, b) => a - b);
-  return {
-    median: s[Math.floor(s.length / 2)],
-    p90: s[Math.floor(s.length * 0.9)],
-    mean: s.reduce((a, b) => a + b, 0) / s.length,
-    n: s.length
-  };
+  });
 }
 
 (window as any).vramscopeBench = async (o: {

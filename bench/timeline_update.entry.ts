@@ -9,26 +9,13 @@ import { Widget } from '@lumino/widgets';
 import { loadPlotly } from '../src/timeline/plotly';
 import { TimelineView } from '../src/timeline/view';
 import type { ISample } from '../src/protocol';
-import { cellRecord, FakeSession, sawtooth } from './timeline_update.fake';
-
-interface IStats {
-  median: number;
-  mean: number;
-  p90: number;
-  min: number;
-  n: number;
-}
-
-function stats(xs: number[]): IStats {
-  const s = [...xs].sort((a, b) => a - b);
-  return {
-    median: s[Math.floor(s.length / 2)],
-    mean: s.reduce((a, b) => a + b, 0) / Math.max(1, s.length),
-    p90: s[Math.min(s.length - 1, Math.floor(s.length * 0.9))],
-    min: s[0],
-    n: s.length
-  };
-}
+import {
+  cellRecord,
+  FakeSession,
+  sawtooth,
+  stats
+} from './timeline_update.fake';
+import { lanesBench } from './timeline_update.lanes';
 
 /**
  * A training loop's memory at 10 Hz: each ~1 s step climbs through the forward pass and
@@ -66,6 +53,7 @@ async function run(options: {
   naiveUpdates: number;
   cells?: boolean;
   width?: number;
+  ranks?: number;
 }): Promise<Record<string, unknown>> {
   const HZ = 10;
   const T0 = 1_700_000_000;
@@ -210,7 +198,13 @@ async function run(options: {
   }
   const naive = stats(naiveXs);
   view.dispose();
+  const lanes = await lanesBench({
+    ranks: options.ranks ?? 64,
+    updates: options.updates,
+    width: options.width ?? 1200
+  });
   return {
+    lanes,
     samples: options.samples,
     firstDrawMs,
     ingestAndDownsample,

@@ -9,9 +9,12 @@ import type {
   IDeviceInfo,
   IInsight,
   IKernelInfo,
+  IProcessesMessage,
+  IProcessInfo,
   IRequestMap,
   ISample,
   ISettings,
+  KernelMessage,
   Method
 } from '../src/protocol';
 import type {
@@ -80,6 +83,8 @@ export class FakeSession implements IMemorySession {
   /** Calls to `revealCell` and `request`, for assertions. */
   revealed: string[] = [];
   requests: { method: string; params: unknown }[] = [];
+  /** What `request('get_processes')` resolves with (null: not supported, an old kernel). */
+  processes: IProcessesMessage | null = null;
   /** What `request('get_insight')` resolves with (defaults to the current insight). */
   nextInsight: IInsight | null = null;
 
@@ -95,6 +100,7 @@ export class FakeSession implements IMemorySession {
     this
   );
   changed: Signal<IMemorySession, void> = new Signal(this);
+  messageReceived: Signal<IMemorySession, KernelMessage> = new Signal(this);
 
   /** Append samples and emit `samplesAdded`. */
   addSamples(samples: ISample[], emit = true): void {
@@ -134,6 +140,9 @@ export class FakeSession implements IMemorySession {
         this.setInsight(insight);
       }
       return Promise.resolve({ insight } as IRequestMap[M]['result']);
+    }
+    if (method === 'get_processes' && this.processes) {
+      return Promise.resolve(this.processes as IRequestMap[M]['result']);
     }
     return Promise.reject(new Error(`fake session: ${method} not supported`));
   }
@@ -203,4 +212,73 @@ export function sawtooth(
     out.push({ t: t0 + i / hz, d: { [id]: values } });
   }
   return out;
+}
+
+/** Median, mean, p90, min and count of timings. */
+export interface IStats {
+  median: number;
+  mean: number;
+  p90: number;
+  min: number;
+  n: number;
+}
+
+export function stats(xs: number[]): IStats {
+  const s = [...xs].sort((a, b) => a - b);
+  return {
+    median: s[Math.floor(s.length / 2)],
+    mean: s.reduce((a, b) => a + b, 0) / Math.max(1, s.length),
+    p90: s[Math.min(s.length - 1, Math.floor(s.length * 0.9))],
+    min: s[0],
+    n: s.length
+  };
+}
+
+/** A process as a `processes` message lists it (a running child pid 1), with changes. */
+export function processInfo(over: Partial<IProcessInfo>): IProcessInfo {
+  return {
+    key: 'vm:1',
+    pid: 1,
+    ppid: 100,
+    host: 'vm',
+    remote: false,
+    role: 'child pid 1',
+    kind: 'child',
+    index: null,
+    world: null,
+    cell: null,
+    started: 0,
+    last_seen: 0,
+    rss: 0,
+    uss: null,
+    pss: null,
+    peak_rss: 0,
+    peak_uss: 0,
+    devices: {},
+    peak_devices: {},
+    dropped: 0,
+    ended: null,
+    exit: null,
+    exit_code: null,
+    signal: null,
+    oom: false,
+    ...over
+  };
+}
+
+/** A `processes` message (incremental, nothing in it), with changes. */
+export function processesMessage(
+  over: Partial<IProcessesMessage>
+): IProcessesMessage {
+  return {
+    type: 'processes',
+    time: 0,
+    full: false,
+    processes: [],
+    samples: {},
+    findings: [],
+    stats: { received: 0, dropped: 0, refused: 0, malformed: 0 },
+    remote: null,
+    ...over
+  };
 }

@@ -22,6 +22,12 @@ import { validateKernelMessage } from '../validate';
 /** Lane points kept per process (older ones are dropped). */
 export const LANE_LIMIT = 3000;
 
+/** The lane points one message brought (`full`: they replace every lane). */
+export interface ISamplesApplied {
+  full: boolean;
+  samples: { readonly [key: string]: ReadonlyArray<ProcessPoint> };
+}
+
 /** A cell's child-process peaks, for the section's "Peaks per cell". */
 export interface ICellPeaks {
   executionCount: number | null;
@@ -87,6 +93,11 @@ export class ProcessesModel implements IDisposable {
     return this._lanes.get(key) ?? [];
   }
 
+  /** Emitted with each message's lane points, before `changed`. */
+  get samplesApplied(): ISignal<this, ISamplesApplied> {
+    return this._samplesApplied;
+  }
+
   /** Emitted after every applied message. */
   get changed(): ISignal<this, void> {
     return this._changed;
@@ -135,6 +146,7 @@ export class ProcessesModel implements IDisposable {
     this._findings = msg.findings;
     this._stats = msg.stats;
     this._remote = msg.remote;
+    this._samplesApplied.emit({ full: msg.full, samples: msg.samples });
     this._changed.emit();
   }
 
@@ -168,18 +180,27 @@ export class ProcessesModel implements IDisposable {
   private _remote: string | null = null;
   private _lanes = new Map<string, ProcessPoint[]>();
   private _changed = new Signal<this, void>(this);
+  private _samplesApplied = new Signal<this, ISamplesApplied>(this);
   private _disposed = false;
 }
 
-namespace Private {
-  const KIND_ORDER = { rank: 0, worker: 1, child: 2 };
+/** Newest cell first, then ranks, workers and other children, each by index (or pid). */
+export function compareProcesses(a: IProcessInfo, b: IProcessInfo): number {
+  return (
+    (b.cell ?? -1) - (a.cell ?? -1) ||
+    Private.KIND_ORDER[a.kind] - Private.KIND_ORDER[b.kind] ||
+    (a.index ?? a.pid) - (b.index ?? b.pid)
+  );
+}
 
+namespace Private {
+  export const KIND_ORDER = { rank: 0, worker: 1, child: 2 };
+
+  /** Running processes first, then as `compareProcesses`. */
   export function order(a: IProcessInfo, b: IProcessInfo): number {
     return (
       Number(a.ended !== null) - Number(b.ended !== null) ||
-      (b.cell ?? -1) - (a.cell ?? -1) ||
-      KIND_ORDER[a.kind] - KIND_ORDER[b.kind] ||
-      (a.index ?? a.pid) - (b.index ?? b.pid)
+      compareProcesses(a, b)
     );
   }
 }

@@ -14,6 +14,7 @@ import type { IProcessFinding, IProcessInfo } from '../protocol';
 import type { IMemorySession, IMemorySessionView } from '../tokens';
 import { drawLane, ILaneRange, laneColors } from './lane';
 import { ICellPeaks, ProcessesModel } from './model';
+import { acquireProcesses, releaseProcesses } from './shared';
 
 /** Lane size in CSS pixels (the canvas is stretched to the row's width by CSS). */
 const LANE_WIDTH = 240;
@@ -62,9 +63,9 @@ export class ProcessesView extends Widget implements IMemorySessionView {
     if (session === (this._model?.session ?? null)) {
       return;
     }
-    this._model?.dispose();
-    this._model = session ? new ProcessesModel(session) : null;
-    this._model?.changed.connect(() => this.update(), this);
+    this._release();
+    this._model = session ? acquireProcesses(session) : null;
+    this._model?.changed.connect(this._onModelChanged, this);
     this.update();
   }
 
@@ -72,10 +73,21 @@ export class ProcessesView extends Widget implements IMemorySessionView {
     if (this.isDisposed) {
       return;
     }
-    this._model?.dispose();
-    this._model = null;
+    this._release();
     this._observer?.disconnect();
     super.dispose();
+  }
+
+  private _release(): void {
+    if (this._model) {
+      this._model.changed.disconnect(this._onModelChanged, this);
+      releaseProcesses(this._model);
+      this._model = null;
+    }
+  }
+
+  private _onModelChanged(): void {
+    this.update();
   }
 
   protected onUpdateRequest(msg: Message): void {

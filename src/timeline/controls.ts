@@ -1,8 +1,9 @@
 /**
  * The timeline's toolbar: device picker, followed window, "Follow live", the sample-rate
  * picker and the sample count. It renders the state it is given and reports the user's
- * choices through callbacks.
+ * choices through callbacks; `emptyText` is what the timeline says when it has no plot.
  */
+import type { IMemorySession } from '../tokens';
 
 /** Window choices for "follow live" (seconds; Infinity = the whole history). */
 export const WINDOW_CHOICES: ReadonlyArray<{ label: string; seconds: number }> =
@@ -203,4 +204,20 @@ function select(className: string, label: string): HTMLSelectElement {
   node.className = className;
   node.setAttribute('aria-label', label);
   return node;
+}
+
+/** What the timeline says instead of a plot ('' when it has one to show). */
+export function emptyText(
+  session: IMemorySession | null,
+  hasDevice: boolean
+): string {
+  if (!session) {
+    return 'No notebook selected.';
+  }
+  if (hasDevice) {
+    return '';
+  }
+  return session.settings?.sample_hz === 0
+    ? 'Sampling is off (sample_hz = 0): no live timeline.'
+    : 'No samples yet: they appear while the kernel runs.';
 }

@@ -13,10 +13,12 @@ import { Widget } from '@lumino/widgets';
 
 import type { IMemorySession } from '../tokens';
 import { cloneFigure, deepEqual, IFigure, sameFigure } from './compare';
-import { TimelineControls } from './controls';
+import { emptyText, TimelineControls } from './controls';
 import { buildFigure, IBuiltFigure, PLOT_CONFIG } from './figure';
 import { TimelineLegend, TimelineTooltip } from './hover';
 import { LineLayer } from './layer';
+import { ProcessLanes } from './lanes';
+import { TimelineLanes } from './lanes-view';
 import type { ILine } from './lines';
 import { IPlotElement, loadPlotly, PlotlyModule } from './plotly';
 import { visibleRange } from './range';
@@ -27,6 +29,8 @@ import { relayoutChange } from './xaxis';
 
 export { SAMPLE_RATE_CHOICES, WINDOW_CHOICES } from './controls';
 export { fromX, toX } from './xaxis';
+
+const NO_COLORS = { main: '', muted: '', ended: '' };
 
 export class TimelineView extends Widget {
   constructor(options: TimelineView.IOptions = {}) {
@@ -60,10 +64,16 @@ export class TimelineView extends Widget {
     this._empty = document.createElement('div');
     this._empty.className = 'vramscope-Timeline-empty';
 
+    // a lane per child process under the plot, shown and hidden from the legend row
+    const legendRow = document.createElement('div');
+    legendRow.className = 'vramscope-Timeline-legendRow';
+    legendRow.append(this._legend.node, this._lanes.toggle);
+    this._processLanes.changed.connect(() => this._scheduler.schedule());
     this.node.append(
       this._controls.node,
-      this._legend.node,
+      legendRow,
       stage,
+      this._lanes.node,
       this._empty
     );
     this._themeManager = options.themeManager ?? null;
@@ -101,6 +111,7 @@ export class TimelineView extends Widget {
       old.devicesChanged.disconnect(this._onChanged, this);
     }
     this._session = session;
+    this._processLanes.setSession(session);
     this._series.reset();
     this._userRange = null;
     this._follow = true;
@@ -204,6 +215,7 @@ export class TimelineView extends Widget {
       return;
     }
     this.setSession(null);
+    this._processLanes.dispose();
     this._themeManager?.themeChanged.disconnect(this._onThemeChanged, this);
     this._scheduler.dispose();
     if (this._plotly && this._plotted) {
@@ -294,16 +306,7 @@ export class TimelineView extends Widget {
   }
 
   private _updateEmpty(): void {
-    let text = '';
-    if (!this._session) {
-      text = 'No notebook selected.';
-    } else if (!this._currentDevice()) {
-      const hz = this._session.settings?.sample_hz;
-      text =
-        hz === 0
-          ? 'Sampling is off (sample_hz = 0): no live timeline.'
-          : 'No samples yet: they appear while the kernel runs.';
-    }
+    const text = emptyText(this._session, !!this._currentDevice());
     this._empty.textContent = text;
     this._empty.hidden = !text;
     this.node.classList.toggle('vramscope-mod-empty', !!text);
@@ -318,6 +321,7 @@ export class TimelineView extends Widget {
         this._plotted = false;
       }
       this._layer.set([], null);
+      this._lanes.update(this._processLanes, null, [0, 1], null, NO_COLORS);
       this._legend.update([]);
       this._tooltip.hide();
       this._layer.draw();
@@ -329,6 +333,9 @@ export class TimelineView extends Widget {
     }
     this._plotly = Plotly;
     const { figure, lines, area, unit } = this._figure(dev);
+    const { primary: main, band: muted, muted: ended } = this._theme!;
+    const colors = { main, muted, ended };
+    this._lanes.update(this._processLanes, dev.kind, this._range, area, colors);
     // Plotly replots only when its part (axes, ranges, cell bands, restarts) changed: the
     // window moves in whole pixels and the y scale in round steps. The lines are a canvas.
     const samePlot = this._plotted && sameFigure(this._lastFigure, figure);
@@ -364,16 +371,17 @@ export class TimelineView extends Widget {
     const theme = this._theme ?? (this._theme = readTheme(this.node));
     const span = this._series.timeSpan();
     const width = this._plotWidth();
+    this._range = visibleRange({
+      span,
+      deviceSpan: [dev.firstTime, dev.lastTime],
+      follow: this._follow,
+      userRange: this._userRange,
+      windowSeconds: this._windowSeconds,
+      width
+    });
     return buildFigure({
       device: dev,
-      range: visibleRange({
-        span,
-        deviceSpan: [dev.firstTime, dev.lastTime],
-        follow: this._follow,
-        userRange: this._userRange,
-        windowSeconds: this._windowSeconds,
-        width
-      }),
+      range: this._range,
       width,
       height: this._plotHeight(),
       theme,
@@ -443,6 +451,9 @@ export class TimelineView extends Widget {
   private _controls: TimelineControls;
   private _scheduler: DrawScheduler;
   private _layer = new LineLayer();
+  private _processLanes = new ProcessLanes();
+  private _lanes = new TimelineLanes(() => this._scheduler.schedule());
+  private _range: [number, number] = [0, 1];
   private _legend = new TimelineLegend();
   private _tooltip = new TimelineTooltip();
   private _themeManager: IThemeManager | null;

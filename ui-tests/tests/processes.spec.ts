@@ -1,7 +1,22 @@
-import { expect, test } from '@jupyterlab/galata';
+import { expect } from '@jupyterlab/galata';
 
-import { newNotebookWithPanel, runCode, startCode, waitForCell } from './lab';
-import { panelBuilt, screenshotPath } from './utils';
+import { openWithPanel, runCode, startCode, test, waitForCell } from './lab';
+import { panelBuilt, screenshotPath, watchDebugRequests } from './utils';
+
+/** An empty notebook on the Python 3 kernel, opened (not renamed) under its own name. */
+const EMPTY = JSON.stringify({
+  cells: [],
+  metadata: {
+    kernelspec: {
+      display_name: 'Python 3',
+      language: 'python',
+      name: 'python3'
+    },
+    language_info: { name: 'python' }
+  },
+  nbformat: 4,
+  nbformat_minor: 5
+});
 
 /** Two DataLoader workers over a list of Python objects, for about 8 s. */
 const LOADER = [
@@ -27,14 +42,26 @@ test.describe('processes (issue 13)', () => {
   );
 
   test('DataLoader workers appear live with their lanes, then ended, with the copy-on-access finding', async ({
-    page
+    page,
+    tmpPath
   }) => {
     await page.setViewportSize({ width: 1400, height: 1000 });
-    await newNotebookWithPanel(page, 'processes.ipynb', 300);
+    watchDebugRequests(page);
+    const file = `${tmpPath}/processes.ipynb`;
+    await page.contents.uploadContent(EMPTY, 'text', file);
+    await openWithPanel(page, file); // the sidebar at its default width
     const section = page.locator(
       '#vramscope-panel .vramscope-Section[data-section="Processes"]'
     );
+    const timeline = page.locator(
+      '#vramscope-panel .vramscope-Section[data-section="Timeline"]'
+    );
+    const lanes = timeline.locator('.vramscope-TimelineLanes');
+    const toggle = timeline.locator('.vramscope-Timeline-lanesToggle');
     await expect(section).toContainText('No child processes yet');
+    // no child process: no lanes in the main timeline, and no toggle for them
+    await expect(toggle).toBeHidden();
+    await expect(lanes).toBeHidden();
     await runCode(
       page,
       0,
@@ -65,6 +92,30 @@ test.describe('processes (issue 13)', () => {
       await expect(prompt).toHaveText('[*]:');
     });
 
+    await test.step('the main timeline has a lane per worker, named, growing', async () => {
+      const laneNames = lanes.locator('.vramscope-TimelineLanes-name');
+      await expect(laneNames).toHaveText(
+        ['DataLoader worker 0', 'DataLoader worker 1'],
+        { timeout: 15_000 }
+      );
+      await expect(toggle).toHaveText(/2 processes/);
+      await expect(toggle).toHaveAttribute('aria-pressed', 'true');
+      await expect(lanes.locator('canvas')).toHaveAttribute('data-lanes', '2');
+      const first = lanes.locator('.vramscope-TimelineLanes-lane').first();
+      const drawn = async () =>
+        Number((await first.getAttribute('data-points')) ?? 0);
+      await expect.poll(drawn, { timeout: 15_000 }).toBeGreaterThan(1);
+      // the lane's peak is a real RSS: at least the worker's current RSS in the section
+      expect(Number(await first.getAttribute('data-peak'))).toBeGreaterThan(
+        10 * 2 ** 20
+      );
+      await toggle.click(); // the legend toggle hides them, and shows them again
+      await expect(lanes).toBeHidden();
+      await expect(toggle).toHaveAttribute('aria-pressed', 'false');
+      await toggle.click();
+      await expect(lanes).toBeVisible();
+    });
+
     await test.step('they end, and the copy-on-access finding names the dataset', async () => {
       await waitForCell(page, 1);
       await expect(
@@ -76,7 +127,17 @@ test.describe('processes (issue 13)', () => {
       const finding = section.locator('.vramscope-Processes-finding');
       await expect(finding).toContainText('train_words', { timeout: 20_000 });
       await expect(finding.locator('li').first()).toContainText('numpy array');
+      // ended lanes stay, with how they ended
+      await expect(
+        lanes.locator('.vramscope-TimelineLanes-lane.vramscope-mod-ended')
+      ).toHaveCount(2);
+      await expect(
+        lanes.locator('.vramscope-TimelineLanes-value').first()
+      ).toHaveText(/exit code 0|exited/);
       await section.screenshot({ path: screenshotPath('processes.png') });
+      await timeline.screenshot({
+        path: screenshotPath('processes-timeline.png')
+      });
     });
   });
 });

@@ -1,0 +1,238 @@
+/**
+ * The timeline's process lanes (issue 13): one small lane per child process or rank of the
+ * notebook's kernel, under the plot and on its time axis. This model mirrors the session's
+ * processes model (src/processes/, shared with the Processes section) into min/max series per
+ * lane, fed incrementally from each `processes` message, and builds the visible window of every
+ * lane downsampled per lane, so the cost of an update does not grow with the history kept.
+ * No DOM.
+ */
+import { IDisposable } from '@lumino/disposable';
+import { ISignal, Signal } from '@lumino/signaling';
+
+import {
+  compareProcesses,
+  type ISamplesApplied,
+  type ProcessesModel
+} from '../processes/model';
+import { acquireProcesses, releaseProcesses } from '../processes/shared';
+import type { IProcessInfo, ProcessPoint } from '../protocol';
+import type { IMemorySession } from '../tokens';
+import { IPoints, MinMaxSeries } from './downsample';
+import type { DeviceKind } from './series';
+
+/** Points kept per lane (10 minutes at 10 Hz); older ones are dropped in whole blocks. */
+export const LANE_KEEP = 6000;
+
+/** What a lane draws: USS with RSS muted (CPU), or the allocator's device bytes. */
+export type LaneMeasure = 'host' | 'device';
+
+/** One lane of the visible window. */
+export interface ILane {
+  key: string;
+  /** "DataLoader worker 0", "rank 1", "child pid 1234". */
+  role: string;
+  /** The exit reason once it ended ("exit code 0", ...), else null. */
+  exit: string | null;
+  oom: boolean;
+  /** The lane's line: USS where read (else RSS) for `host`, device bytes for `device`. */
+  main: IPoints;
+  /** RSS, drawn muted under USS (`host` only). */
+  muted: IPoints | null;
+  /** The line's newest value (NaN: none). */
+  now: number;
+  /** The largest value drawn in the window (0: none). */
+  peak: number;
+}
+
+/** Every lane of the visible window, on one scale (lanes compare: a rank's imbalance shows). */
+export interface ILanesFigure {
+  measure: LaneMeasure;
+  lanes: ILane[];
+  /** The top of every lane's scale, bytes. */
+  max: number;
+}
+
+export class ProcessLanes implements IDisposable {
+  /** Emitted when a lane, a process or its state changed. */
+  get changed(): ISignal<this, void> {
+    return this._changed;
+  }
+
+  /** Bumped at every change: a view redraws only when it moved. */
+  get version(): number {
+    return this._version;
+  }
+
+  /** Known processes (running and ended). */
+  get count(): number {
+    return this._model?.processes.length ?? 0;
+  }
+
+  get isDisposed(): boolean {
+    return this._disposed;
+  }
+
+  /** Follow a session's processes (shared model); null stops. */
+  setSession(session: IMemorySession | null): void {
+    if (session === (this._model?.session ?? null)) {
+      return;
+    }
+    this._release();
+    this._series.clear();
+    if (session) {
+      const model = acquireProcesses(session);
+      this._model = model;
+      model.samplesApplied.connect(this._onSamples, this);
+      model.changed.connect(this._onChanged, this);
+      for (const proc of model.processes) {
+        this._append(proc.key, model.lane(proc.key));
+      }
+    }
+    this._onChanged();
+  }
+
+  /**
+   * The lanes over `[t0, t1]` (kernel seconds), each downsampled to about `buckets` min/max
+   * buckets; `kind` is the timeline's device: CPU lanes show host memory, an accelerator's
+   * the processes' device bytes.
+   */
+  build(
+    t0: number,
+    t1: number,
+    buckets: number,
+    kind: DeviceKind
+  ): ILanesFigure {
+    const measure: LaneMeasure = kind === 'cpu' ? 'host' : 'device';
+    const lanes: ILane[] = [];
+    let max = 0;
+    for (const proc of this._order) {
+      const series = this._series.get(proc.key);
+      if (!series) {
+        continue;
+      }
+      const hasUss = measure === 'host' && series.uss.length > 0;
+      const line =
+        measure === 'device' ? series.dev : hasUss ? series.uss : series.rss;
+      const main = line.downsample(t0, t1, buckets, true);
+      const muted = hasUss
+        ? series.rss.downsample(t0, t1, buckets, true)
+        : null;
+      const peak = Math.max(
+        Private.maxIn(main, t0, t1),
+        muted ? Private.maxIn(muted, t0, t1) : 0
+      );
+      max = Math.max(max, peak);
+      lanes.push({
+        key: proc.key,
+        role: proc.role,
+        exit: proc.ended !== null ? (proc.exit ?? 'ended') : null,
+        oom: proc.oom,
+        main,
+        muted,
+        now: line.lastValue,
+        peak
+      });
+    }
+    return { measure, lanes, max };
+  }
+
+  dispose(): void {
+    if (this._disposed) {
+      return;
+    }
+    this._disposed = true;
+    this._release();
+    this._series.clear();
+    Signal.clearData(this);
+  }
+
+  private _release(): void {
+    const model = this._model;
+    if (model) {
+      model.samplesApplied.disconnect(this._onSamples, this);
+      model.changed.disconnect(this._onChanged, this);
+      releaseProcesses(model);
+      this._model = null;
+    }
+  }
+
+  private _onSamples(_: ProcessesModel, applied: ISamplesApplied): void {
+    if (applied.full) {
+      this._series.clear();
+    }
+    for (const [key, points] of Object.entries(applied.samples)) {
+      this._append(key, points);
+    }
+  }
+
+  private _onChanged(): void {
+    // newest cell first, then ranks, workers, others by index: a lane keeps its place when
+    // its process ends (the Processes section lists running ones first)
+    this._order = [...(this._model?.processes ?? [])].sort(compareProcesses);
+    const known = new Set<string>(this._order.map(p => p.key));
+    for (const key of [...this._series.keys()]) {
+      if (!known.has(key)) {
+        this._series.delete(key);
+      }
+    }
+    this._version++;
+    this._changed.emit();
+  }
+
+  private _append(key: string, points: ReadonlyArray<ProcessPoint>): void {
+    let series = this._series.get(key);
+    if (!series) {
+      series = new Private.LaneSeries();
+      this._series.set(key, series);
+    }
+    series.append(points);
+  }
+
+  private _model: ProcessesModel | null = null;
+  private _series = new Map<string, Private.LaneSeries>();
+  private _order: IProcessInfo[] = [];
+  private _version = 0;
+  private _changed = new Signal<this, void>(this);
+  private _disposed = false;
+}
+
+namespace Private {
+  /** One process's lane: RSS, USS (where read) and device bytes over time. */
+  export class LaneSeries {
+    readonly rss = new MinMaxSeries(256);
+    readonly uss = new MinMaxSeries(256);
+    readonly dev = new MinMaxSeries(256);
+
+    append(points: ReadonlyArray<ProcessPoint>): void {
+      for (const [t, rss, uss, dev] of points) {
+        if (!(t >= this._last)) {
+          continue; // out of order: the series must stay sorted
+        }
+        this._last = t;
+        this.rss.push(t, rss);
+        this.dev.push(t, dev);
+        if (uss !== null) {
+          this.uss.push(t, uss); // read now and then: its own, sparser series
+        }
+      }
+      for (const s of [this.rss, this.uss, this.dev]) {
+        if (s.length > LANE_KEEP + 512) {
+          s.dropToLength(LANE_KEEP);
+        }
+      }
+    }
+
+    private _last = -Infinity;
+  }
+
+  /** The largest value of `p` inside `[t0, t1]` (the context points outside excluded). */
+  export function maxIn(p: IPoints, t0: number, t1: number): number {
+    let m = 0;
+    for (let i = 0; i < p.t.length; i++) {
+      if (p.t[i] >= t0 && p.t[i] <= t1 && p.v[i] > m) {
+        m = p.v[i];
+      }
+    }
+    return m;
+  }
+}
