@@ -168,7 +168,7 @@ class Advisor:
     def _advise(self, torch: Any, model: str | None) -> Advice:
         from . import finder_cell, mistakes
         from .context import build_context
-        from .techniques import accumulation, autocast, checkpointing, lora, simple
+        from .techniques import accumulation, attention, autocast, checkpointing, lora, simple
         from .techniques import optimizer as lighter_optimizer
 
         cells = self._cells()
@@ -193,6 +193,7 @@ class Advisor:
         suggestions += _safe(simple.zero_grad, ctx)
         suggestions += _safe(lighter_optimizer.suggest, ctx)
         suggestions += _safe(lora.suggest, ctx)
+        suggestions += _safe(attention.suggest, ctx)
         suggestions += _safe(lambda c: simple.inference_mode(c, runs), ctx)
         suggestions += _safe(simple.free_holders, ctx)
         evals = simple.eval_cells(ctx, runs)

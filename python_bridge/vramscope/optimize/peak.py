@@ -16,6 +16,11 @@ def _tracker_class(torch: Any) -> Any:
     from torch.utils._python_dispatch import TorchDispatchMode
     from torch.utils._pytree import tree_flatten
 
+    aten = torch.ops.aten
+    softmax_ops = {aten._softmax.default, aten.softmax.int}
+    product_ops = {aten.bmm.default, aten.mm.default}
+    graph_task = torch._C._current_graph_task_id
+
     class StepPeak(TorchDispatchMode):
         def __init__(self, record: bool = False) -> None:
             super().__init__()
@@ -25,6 +30,12 @@ def _tracker_class(torch: Any) -> Any:
             self.closed = False  # gone through: a mode left pushed by accident counts nothing
             # with ``record``: every allocation (key, +bytes) and free (key, -bytes) in order
             self.events: list[tuple[int, int]] | None = [] if record else None
+            # with ``record``, attention-like score matrices made in the forward: square
+            # softmax outputs ([..., T, T]), storage key -> bytes of one row per matrix
+            # (a float32 logsumexp); ``attention``: their bytes, the bytes of the products
+            # that consume them (attn @ v) and of those rows
+            self.scores: dict[int, int] = {}
+            self.attention = [0, 0, 0]
 
         def _gone(self, key: int) -> None:
             nbytes = self.live.pop(key, 0)
@@ -58,7 +69,25 @@ def _tracker_class(torch: Any) -> Any:
                 if self.events is not None:
                     self.events.append((key, nbytes))
                 weakref.finalize(storage, self._gone, key)
+            if self.events is not None and (func in softmax_ops or func in product_ops):
+                self._scores(func, out, inputs)
             return out
+
+        def _scores(self, func: Any, out: Any, inputs: set[int]) -> None:
+            if graph_task() != -1 or not isinstance(out, torch.Tensor):
+                return  # in backward
+            if func in softmax_ops:
+                shape = out.shape
+                key = out.untyped_storage().data_ptr()
+                if len(shape) >= 2 and shape[-1] == shape[-2] > 1 and key not in self.scores:
+                    rows = out.numel() // shape[-1]
+                    self.scores[key] = rows * 4
+                    self.attention[0] += out.numel() * out.element_size()
+                    self.attention[2] += rows * 4
+                return
+            for key in inputs & self.scores.keys():
+                self.attention[1] += out.numel() * out.element_size()
+                del self.scores[key]  # its product, counted once
 
     return StepPeak
 

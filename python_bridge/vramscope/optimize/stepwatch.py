@@ -21,7 +21,7 @@ from __future__ import annotations
 import sys
 import weakref
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 from .peak import tracker
@@ -41,6 +41,9 @@ class StepFigures:
     frontier: tuple[tuple[int, int], ...]
     largest_grad: int
     forwards: int
+    #: square softmax outputs of the forward ([..., T, T] attention scores, saved for
+    #: backward), the products consuming them (attn @ v) and a float32 row each, in bytes
+    attention: tuple[int, int, int] = (0, 0, 0)
 
     def scaled_peak(self, factor: float) -> int:
         """The peak with everything but the gradients scaled by ``factor``."""
@@ -165,7 +168,8 @@ class StepWatch:
                     storage = grad.untyped_storage()
                     if storage.data_ptr() in mode.live:
                         keep[storage.data_ptr()] = storage.nbytes()
-            self.figures[cell] = figures_of(mode.events or [], keep, self._forwards)
+            figures = figures_of(mode.events or [], keep, self._forwards)
+            self.figures[cell] = replace(figures, attention=tuple(mode.attention))
             while len(self.figures) > KEEP:
                 self.figures.popitem(last=False)
         except Exception:
