@@ -14,7 +14,22 @@ from typing import Any, Callable
 
 def _tracker_class(torch: Any) -> Any:
     from torch.utils._python_dispatch import TorchDispatchMode
-    from torch.utils._pytree import tree_flatten
+
+    Tensor, strided = torch.Tensor, torch.strided
+
+    def _storages(args: Any, kwargs: Any) -> set[int]:
+        """The storages of an op's tensor arguments (and of tensors in list arguments)."""
+        found = set()
+        for group in (args, kwargs.values() if kwargs else ()):
+            for a in group:
+                if isinstance(a, Tensor):
+                    if a.layout == strided:
+                        found.add(a.untyped_storage().data_ptr())
+                elif isinstance(a, (list, tuple)):
+                    for b in a:
+                        if isinstance(b, Tensor) and b.layout == strided:
+                            found.add(b.untyped_storage().data_ptr())
+        return found
 
     aten = torch.ops.aten
     softmax_ops = {aten._softmax.default, aten.softmax.int}
@@ -36,8 +51,10 @@ def _tracker_class(torch: Any) -> Any:
             # that consume them (attn @ v) and of those rows
             self.scores: dict[int, int] = {}
             self.attention = [0, 0, 0]
+            self._refs: dict[Any, int] = {}  # weakref to a storage -> its key
 
-        def _gone(self, key: int) -> None:
+        def _gone(self, ref: Any) -> None:
+            key = self._refs.pop(ref, 0)
             nbytes = self.live.pop(key, 0)
             self.current -= nbytes
             if nbytes and self.events is not None and not self.closed:
@@ -49,18 +66,19 @@ def _tracker_class(torch: Any) -> Any:
             out = func(*args, **(kwargs or {}))
             if self.closed:
                 return out
-            inputs = {
-                a.untyped_storage().data_ptr()
-                for a in tree_flatten((args, kwargs))[0]
-                if isinstance(a, torch.Tensor) and a.layout == torch.strided
-            }
-            for t in tree_flatten(out)[0]:
-                if not isinstance(t, torch.Tensor) or t.layout != torch.strided:
+            inputs: set[int] | None = None  # made only when an output is not a known storage
+            outs = out if isinstance(out, (tuple, list)) else (out,)
+            for t in outs:
+                if not isinstance(t, Tensor) or t.layout != strided:
                     continue
                 storage = t.untyped_storage()
                 key = storage.data_ptr()
-                if not key or key in inputs or key in self.live:
-                    continue
+                if not key or key in self.live:
+                    continue  # a view or in-place result of a tensor made in the step
+                if inputs is None:
+                    inputs = _storages(args, kwargs)
+                if key in inputs:
+                    continue  # ... of a tensor from before the step
                 nbytes = storage.nbytes()
                 self.live[key] = nbytes
                 self.current += nbytes
@@ -68,9 +86,9 @@ def _tracker_class(torch: Any) -> Any:
                     self.peak = self.current
                 if self.events is not None:
                     self.events.append((key, nbytes))
-                weakref.finalize(storage, self._gone, key)
+                self._refs[weakref.ref(storage, self._gone)] = key
             if self.events is not None and (func in softmax_ops or func in product_ops):
-                self._scores(func, out, inputs)
+                self._scores(func, out, inputs if inputs is not None else _storages(args, kwargs))
             return out
 
         def _scores(self, func: Any, out: Any, inputs: set[int]) -> None:
