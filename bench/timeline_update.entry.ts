@@ -200,7 +200,7 @@ async function run(options: {
   view.dispose();
   const lanes = await lanesBench({
     ranks: options.ranks ?? 64,
-    updates: options.updates,
+    updates: 2 * options.updates, // 1 in 5 carries a processes message
     width: options.width ?? 1200
   });
   return {

@@ -11,6 +11,8 @@ import type { DeviceKind } from './series';
 /** A lane row's height and the height of its drawn part below its label, CSS px. */
 export const LANE_HEIGHT = 26;
 const LINE_HEIGHT = 13;
+/** The lanes' scrolled view: style/timeline.css's max-height of .vramscope-TimelineLanes. */
+const VIEW_HEIGHT = 160;
 
 /** The x extent of the plot area the lanes align with, CSS px. */
 export interface ILaneArea {
@@ -26,18 +28,24 @@ export interface ILaneColors {
 }
 
 export class TimelineLanes {
-  constructor(onToggle: () => void) {
+  /** `redraw` asks the timeline for a redraw (toggled, scrolled). */
+  constructor(redraw: () => void) {
     this.toggle = document.createElement('button');
     this.toggle.className = 'vramscope-Timeline-lanesToggle';
     this.toggle.type = 'button';
     this.toggle.hidden = true;
     this.toggle.addEventListener('click', () => {
       this._userShown = !this.shown;
-      onToggle();
+      redraw();
     });
     this.node = document.createElement('div');
     this.node.className = 'vramscope-TimelineLanes';
     this.node.hidden = true;
+    // only the lanes in sight are drawn (64 ranks: a few of them): scrolling draws others
+    this.node.addEventListener('scroll', () => {
+      this._scrollTop = this.node.scrollTop;
+      redraw();
+    });
     this._canvas = document.createElement('canvas');
     this._canvas.className = 'vramscope-TimelineLanes-lines';
     this._canvas.setAttribute('aria-hidden', 'true');
@@ -78,41 +86,54 @@ export class TimelineLanes {
     if (!shown) {
       return;
     }
+    const first = Math.floor(this._scrollTop / LANE_HEIGHT);
+    const drawn: [number, number] = [
+      first,
+      first + Math.ceil(VIEW_HEIGHT / LANE_HEIGHT) + 1
+    ];
     const key = [
       model.version,
       ...range,
       area.left,
       area.width,
       kind,
-      colors.main
+      colors.main,
+      first
     ].join();
     if (key === this._key) {
       return;
     }
     this._key = key;
     const buckets = Math.max(25, Math.round(area.width / 4)); // as the plot: 1 per 4 px
-    const figure = model.build(range[0], range[1], buckets, kind);
-    this._rows(figure.lanes, area, figure.measure);
-    this._draw(figure, area, range, colors);
+    const figure = model.build(range[0], range[1], buckets, kind, drawn);
+    this._rows(figure.lanes, area, figure.measure, drawn);
+    this._draw(figure, area, range, colors, drawn);
   }
 
   /** Keep one row per lane, in the lanes' order, updated in place. */
-  private _rows(lanes: ILane[], area: ILaneArea, measure: string): void {
+  private _rows(
+    lanes: ILane[],
+    area: ILaneArea,
+    measure: string,
+    [from, to]: [number, number]
+  ): void {
     const seen = new Set<string>();
     let previous: Element = this._canvas;
-    for (const lane of lanes) {
+    lanes.forEach((lane, i) => {
       seen.add(lane.key);
       let row = this._byKey.get(lane.key);
       if (!row) {
         row = new Private.Row(lane.key);
         this._byKey.set(lane.key, row);
       }
-      row.update(lane, area, measure);
+      if (row.fresh || (i >= from && i < to)) {
+        row.update(lane, area, measure); // the others when scrolled into sight
+      }
       if (previous.nextSibling !== row.node) {
         previous.after(row.node);
       }
       previous = row.node;
-    }
+    });
     for (const [key, row] of this._byKey) {
       if (!seen.has(key)) {
         row.node.remove();
@@ -121,17 +142,20 @@ export class TimelineLanes {
     }
   }
 
+  /** Draw the lanes in sight on the canvas, which stays in sight (sticky) as they scroll. */
   private _draw(
     figure: ILanesFigure,
     area: ILaneArea,
     [x0, x1]: [number, number],
-    colors: ILaneColors
+    colors: ILaneColors,
+    [from, to]: [number, number]
   ): void {
     const canvas = this._canvas;
     const ratio = window.devicePixelRatio || 1;
     const w = Math.max(1, Math.round(area.width));
-    const h = figure.lanes.length * LANE_HEIGHT;
-    canvas.style.left = `${area.left}px`;
+    const h = Math.min(figure.lanes.length * LANE_HEIGHT, VIEW_HEIGHT);
+    canvas.style.marginLeft = `${area.left}px`;
+    canvas.style.marginBottom = `${-h}px`; // the rows lie under it
     canvas.style.width = `${w}px`;
     canvas.style.height = `${h}px`;
     const pw = Math.round(w * ratio);
@@ -149,8 +173,12 @@ export class TimelineLanes {
     ctx.clearRect(0, 0, w, h);
     const sx = w / (x1 - x0 || 1);
     const sy = (LINE_HEIGHT - 1) / (figure.max || 1);
-    figure.lanes.forEach((lane, i) => {
-      const base = (i + 1) * LANE_HEIGHT - 1.5;
+    const top = Math.min(
+      this._scrollTop,
+      Math.max(0, figure.lanes.length * LANE_HEIGHT - h)
+    );
+    figure.lanes.slice(from, to).forEach((lane, j) => {
+      const base = (from + j + 1) * LANE_HEIGHT - 1.5 - top;
       if (lane.muted) {
         Private.stroke(ctx, lane.muted, x0, sx, base, sy, colors.muted, 1);
       }
@@ -164,6 +192,7 @@ export class TimelineLanes {
   private _count = 0;
   private _userShown: boolean | null = null;
   private _key = '';
+  private _scrollTop = 0;
 }
 
 namespace Private {
@@ -185,6 +214,11 @@ namespace Private {
     }
 
     readonly node: HTMLDivElement;
+
+    /** Not shown yet. */
+    get fresh(): boolean {
+      return this._text === '';
+    }
 
     update(lane: ILane, area: ILaneArea, measure: string): void {
       const value =

@@ -92,15 +92,18 @@ export class ProcessLanes implements IDisposable {
   }
 
   /**
-   * The lanes over `[t0, t1]` (kernel seconds), each downsampled to about `buckets` min/max
-   * buckets; `kind` is the timeline's device: CPU lanes show host memory, an accelerator's
-   * the processes' device bytes.
+   * The lanes over `[t0, t1]` (kernel seconds); `kind` is the timeline's device: CPU lanes
+   * show host memory, an accelerator's the processes' device bytes. Lanes `drawn[0]` to
+   * `drawn[1]` (excluded; the ones in sight) get their points, downsampled to about `buckets`
+   * min/max buckets; every lane gets its peak in the window (the shared scale) and its newest
+   * value, from the series' block aggregates (no pass over the points).
    */
   build(
     t0: number,
     t1: number,
     buckets: number,
-    kind: DeviceKind
+    kind: DeviceKind,
+    drawn: [number, number] = [0, Infinity]
   ): ILanesFigure {
     const measure: LaneMeasure = kind === 'cpu' ? 'host' : 'device';
     const lanes: ILane[] = [];
@@ -113,13 +116,18 @@ export class ProcessLanes implements IDisposable {
       const hasUss = measure === 'host' && series.uss.length > 0;
       const line =
         measure === 'device' ? series.dev : hasUss ? series.uss : series.rss;
-      const main = line.downsample(t0, t1, buckets, true);
-      const muted = hasUss
-        ? series.rss.downsample(t0, t1, buckets, true)
-        : null;
+      const draw = lanes.length >= drawn[0] && lanes.length < drawn[1];
+      const main = draw
+        ? line.downsample(t0, t1, buckets, true)
+        : Private.NOTHING;
+      const muted = !hasUss
+        ? null
+        : draw
+          ? series.rss.downsample(t0, t1, buckets, true)
+          : Private.NOTHING;
       const peak = Math.max(
-        Private.maxIn(main, t0, t1),
-        muted ? Private.maxIn(muted, t0, t1) : 0
+        Private.maxIn(line, t0, t1),
+        hasUss ? Private.maxIn(series.rss, t0, t1) : 0
       );
       max = Math.max(max, peak);
       lanes.push({
@@ -225,11 +233,17 @@ namespace Private {
     private _last = -Infinity;
   }
 
-  /** The largest value of `p` inside `[t0, t1]` (the context points outside excluded). */
-  export function maxIn(p: IPoints, t0: number, t1: number): number {
+  export const NOTHING: IPoints = {
+    t: new Float64Array(0),
+    v: new Float64Array(0)
+  };
+
+  /** The largest value of `s` inside `[t0, t1]` (one bucket: its min and max). */
+  export function maxIn(s: MinMaxSeries, t0: number, t1: number): number {
+    const p = s.downsample(t0, t1, 1);
     let m = 0;
-    for (let i = 0; i < p.t.length; i++) {
-      if (p.t[i] >= t0 && p.t[i] <= t1 && p.v[i] > m) {
+    for (let i = 0; i < p.v.length; i++) {
+      if (p.v[i] > m) {
         m = p.v[i];
       }
     }

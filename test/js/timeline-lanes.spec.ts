@@ -100,6 +100,12 @@ describe('ProcessLanes', () => {
     // USS is the line: its newest value is worker 0's last USS reading
     const lastUss = w0.filter(p => p[2] !== null).pop()![2];
     expect(fig.lanes[0].now).toBe(lastUss);
+    // only the lanes in sight get points; every lane its peak (the shared scale)
+    const inSight = lanes.build(t0, t1, 50, 'cpu', [0, 1]);
+    expect(inSight.lanes[0].main.t.length).toBe(fig.lanes[0].main.t.length);
+    expect(inSight.lanes[1].main.t.length).toBe(0);
+    expect(inSight.lanes[1].peak).toBe(truth);
+    expect(inSight.max).toBe(truth);
     // accelerator view: the device bytes, no muted line
     const dev = lanes.build(t0, t1, 50, 'cuda');
     expect(dev.measure).toBe('device');
