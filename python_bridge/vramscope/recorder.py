@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 from .devices import CellMark, Device, PeakPolicy
 from .protocol import CellRecord, DeviceDelta, DeviceSample
-from .quiet import wait_control_idle
+from .quiet import settled, wait_kernel_quiet
 
 CODE_HEAD_CHARS = 120
 MAX_CELLS = 10_000
@@ -57,6 +57,7 @@ class _Pending:
     start_time: float
     start_perf: float
     marks: dict[str, tuple[Device, CellMark]]
+    held: int  # bytes of sent frames pyzmq still held at the starting readings
 
 
 class CellRecorder:
@@ -79,14 +80,9 @@ class CellRecorder:
         self.records: deque[CellRecord] = deque(maxlen=MAX_CELLS)
 
     def pre_run_cell(self, info: Any) -> None:
-        wait_control_idle()  # the debugger's answers on the control thread: not this cell's
-        policy = self._peak_policy()
-        marks: dict[str, tuple[Device, CellMark]] = {}
-        for device in self._devices():
-            try:
-                marks[device.id] = (device, device.begin_cell(policy))
-            except Exception:
-                continue  # a device that fails to read is left out of this record
+        # the kernel's own work (the debugger's answers, frames being sent): not this cell's
+        wait_kernel_quiet()
+        marks, held = settled(lambda: self._begin(self._peak_policy()))
         if not self._stack:
             self._open_window()
         self._stack.append(
@@ -96,16 +92,22 @@ class CellRecorder:
                 start_time=time.time(),
                 start_perf=time.perf_counter(),
                 marks=marks,
+                held=held,
             )
         )
 
-    def post_run_cell(self, result: Any) -> CellRecord | None:
-        end_perf = time.perf_counter()
-        if not self._stack:
-            return None  # registered mid-cell: no matching pre_run_cell
-        pending = self._stack.pop()
-        wait_control_idle()
-        window = self._close_window() if not self._stack else {}
+    def _begin(self, policy: PeakPolicy) -> dict[str, tuple[Device, CellMark]]:
+        marks: dict[str, tuple[Device, CellMark]] = {}
+        for device in self._devices():
+            try:
+                marks[device.id] = (device, device.begin_cell(policy))
+            except Exception:
+                continue  # a device that fails to read is left out of this record
+        return marks
+
+    def _end(
+        self, pending: _Pending, window: dict[str, int]
+    ) -> tuple[dict[str, DeviceDelta], dict[str, DeviceSample]]:
         deltas: dict[str, DeviceDelta] = {}
         after: dict[str, DeviceSample] = {}
         for dev_id, (device, mark) in pending.marks.items():
@@ -113,6 +115,19 @@ class CellRecorder:
                 deltas[dev_id], after[dev_id] = device.end_cell(mark, window.get(dev_id))
             except Exception:
                 continue
+        return deltas, after
+
+    def post_run_cell(self, result: Any) -> CellRecord | None:
+        end_perf = time.perf_counter()
+        if not self._stack:
+            return None  # registered mid-cell: no matching pre_run_cell
+        pending = self._stack.pop()
+        wait_kernel_quiet()
+        window = self._close_window() if not self._stack else {}
+        (deltas, after), held = settled(lambda: self._end(pending, window))
+        for dev_id, (device, _mark) in pending.marks.items():
+            if device.kind == "cpu" and dev_id in deltas:  # host memory: the frames are in it
+                deltas[dev_id] = without_frames(deltas[dev_id], pending.held, held)
         exc = getattr(result, "error_in_exec", None) or getattr(result, "error_before_exec", None)
         count = getattr(result, "execution_count", None)
         record: CellRecord = {
@@ -149,6 +164,23 @@ class CellRecorder:
         count = len(self.records)
         self.records.clear()
         return count
+
+
+def without_frames(delta: DeviceDelta, held_before: int, held_after: int) -> DeviceDelta:
+    """A CPU delta without the bytes of sent frames pyzmq held at its two readings (kernel
+    machinery, vramscope.quiet); the peak moves with the delta."""
+    if not held_before and not held_after:
+        return delta
+    before = delta["before_bytes"] - held_before
+    after = delta["after_bytes"] - held_after
+    shift = held_after - held_before
+    return {
+        **delta,
+        "before_bytes": before,
+        "after_bytes": after,
+        "delta_bytes": after - before,
+        "peak_delta_bytes": max(0, after - before, delta["peak_delta_bytes"] - shift),
+    }
 
 
 def _str_or_none(value: object) -> str | None:

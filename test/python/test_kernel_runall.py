@@ -1,7 +1,10 @@
 """Run All in a fresh real kernel: cells queued back to back, as JupyterLab sends them.
 
 A cell's figure must be that cell's own memory: vramscope's follow-up work for the previous
-cell (its message, model insight) and its own allocations must never land inside it."""
+cell (its message, model insight) and its own allocations must never land inside it, nor
+the kernel's answers to JupyterLab's debugger (its ``modules`` request after every cell,
+answered on the control thread with a ~300 KiB reply that pyzmq frees later on its own
+thread: vramscope.quiet)."""
 
 from __future__ import annotations
 
@@ -42,11 +45,18 @@ def kernel() -> Iterator[tuple[KernelHarness, str]]:
         k.close()
 
 
-def run_all(k: KernelHarness, stream: str, cells: list[tuple[str, str]]) -> dict[str, Any]:
-    """Queue every cell at once; return each cell's record by cell id."""
+def run_all(
+    k: KernelHarness, stream: str, cells: list[tuple[str, str]], debugger: bool = False
+) -> dict[str, Any]:
+    """Queue every cell at once; return each cell's record by cell id. With ``debugger``,
+    ask for the module list on the control channel as each reply arrives, as JupyterLab's
+    debugger does (its answer is built while the next cell runs)."""
     ids = [k.send_execute(code, cell_id) for cell_id, code in cells]
     for msg_id in ids:
         assert k.reply(msg_id)["content"]["status"] == "ok"
+        if debugger:
+            request = {"seq": 0, "type": "request", "command": "modules", "arguments": {}}
+            k.kc.control_channel.send(k.kc.session.msg("debug_request", request))
     records: dict[str, Any] = {}
     while len(records) < len(cells):
         record = k.comm_data(stream, "cell")["record"]
@@ -58,8 +68,10 @@ def run_all(k: KernelHarness, stream: str, cells: list[tuple[str, str]]) -> dict
 def test_the_64_mib_cell_reads_exactly_64_mib(
     kernel: tuple[KernelHarness, str], attempt: int
 ) -> None:
+    """With the debugger's requests, as in JupyterLab: without vramscope.quiet's waits and
+    frame accounting this cell read +63.70 MiB in 3 of 4 runs (+64.00..64.02 with them)."""
     k, stream = kernel
-    records = run_all(k, stream, CELLS)
+    records = run_all(k, stream, CELLS, debugger=True)
     delta = records["ra-64mib"]["devices"]["cpu"]["delta_bytes"]
     # ground truth: the tensor's own storage, read back in the kernel
     size = k.eval("x.untyped_storage().nbytes()")
