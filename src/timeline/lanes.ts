@@ -11,6 +11,7 @@ import { ISignal, Signal } from '@lumino/signaling';
 
 import {
   compareProcesses,
+  LANE_LIMIT,
   type ISamplesApplied,
   type ProcessesModel
 } from '../processes/model';
@@ -20,8 +21,11 @@ import type { IMemorySession } from '../tokens';
 import { IPoints, MinMaxSeries } from './downsample';
 import type { DeviceKind } from './series';
 
-/** Points kept per lane (10 minutes at 10 Hz); older ones are dropped in whole blocks. */
-export const LANE_KEEP = 6000;
+/**
+ * Points kept per lane, as the Processes section keeps (5 minutes at 10 Hz, 25 at the default
+ * 2 Hz); older ones are dropped in whole blocks. 64 lanes hold ~12 MiB.
+ */
+export const LANE_KEEP = LANE_LIMIT;
 
 /** What a lane draws: USS with RSS muted (CPU), or the allocator's device bytes. */
 export type LaneMeasure = 'host' | 'device';
