@@ -1,6 +1,13 @@
 import { expect } from '@jupyterlab/galata';
 
-import { cellOutput, newNotebookWithPanel, runAll, setCode, test } from './lab';
+import {
+  cellOutput,
+  expandSection,
+  newNotebookWithPanel,
+  runAll,
+  setCode,
+  test
+} from './lab';
 import { panelBuilt } from './utils';
 
 /** Issue 12 item 10: exactly these cells, run with Run All in a fresh kernel. */
@@ -58,6 +65,22 @@ test.describe('Run All: a cell reads exactly its own memory (issue 12 item 10)',
       // ground truth: the tensor is 64 MiB; "+64.0" leaves +-0.05 MiB for the cell's own
       // Python objects (the name binding, the result's wrapper)
       expect(Math.abs(deltas[2] - 64 * 2 ** 20)).toBeLessThan(0.05 * 2 ** 20);
+
+      // issue 12 item 5 in the same session: "Other" shows what `import torch` cost (the
+      // front end loaded vramscope before the first cell), about the import cell's delta
+      const panel = page.locator('#vramscope-panel');
+      await expandSection(panel, 'Model insight');
+      const runtime = panel.locator(
+        '.vramscope-Breakdown-device[data-device="cpu"] ' +
+          '.vramscope-Breakdown-subrow[data-key="other-runtime"]'
+      );
+      await expect(runtime).toContainText('runtime (torch import)');
+      await expect(runtime).toHaveAttribute('data-bytes', /^\d+$/);
+      const baseline = Number(await runtime.getAttribute('data-bytes'));
+      console.log(
+        `runtime (torch import) ${(baseline / 2 ** 20).toFixed(3)} MiB`
+      );
+      expect(Math.abs(baseline - deltas[0])).toBeLessThan(2 * 2 ** 20);
     });
   }
 });
