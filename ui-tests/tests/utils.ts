@@ -59,8 +59,9 @@ const debugWatchers = new WeakMap<Page, { pending: number }>();
  * Count the debug requests `page` sends to its kernels that have no reply yet, from now on
  * (call it before the notebook's kernel connects). JupyterLab's debugger asks for the
  * kernel's module list after every cell and ipykernel answers on its control thread; with
- * torch imported that takes ~0.2 MiB of CPU memory, counted in whatever cell runs meanwhile
- * (figures are per process: README, "How memory is measured").
+ * torch imported that builds ~1-2 MiB of CPU memory. The bridge keeps that out of a cell's
+ * delta (vramscope.quiet; runall.spec.ts checks it), but an answer given while a cell runs
+ * is in that cell's peak: waiting for it keeps the specs' peaks to the cell's own.
  */
 export function watchDebugRequests(page: Page): void {
   if (debugWatchers.has(page)) {
