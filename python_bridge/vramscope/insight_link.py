@@ -26,6 +26,10 @@ class InsightLink:
         self.unavailable: str | None = None
         self.last: dict[str, Any] | None = None
         self._import_watch: Optional[TorchImportWatch] = None
+        # IPython 9 counts a cell before pre_run_cell, older versions after it: the
+        # difference to the record's count is learned at the first cell's end
+        self._count_offset = 0
+        self._started: tuple[Optional[str], Optional[int]] = (None, None)
 
     def begin_cell(
         self, cell_id: Optional[str], execution_count: Optional[int], enabled: bool
@@ -33,6 +37,9 @@ class InsightLink:
         """A cell starts: arm activation tracking for its first forwards. Without torch yet,
         tracking starts the moment torch finishes importing (``import torch`` and a forward
         in one cell are tracked)."""
+        if isinstance(execution_count, int):
+            execution_count -= self._count_offset
+        self._started = (cell_id, execution_count)
         if not enabled:
             self._stop_import_watch()
             return
@@ -43,6 +50,21 @@ class InsightLink:
         if self._import_watch is None:
             self._import_watch = TorchImportWatch()
         self._import_watch.arm(lambda: self._start_tracking(cell_id, execution_count))
+
+    def end_cell(self, execution_count: Optional[int]) -> bool:
+        """The cell ended with this (the record's) execution count: the tracker's note of
+        its measured call gets the same number. True when the cell ran a measured model
+        call (its insight should not wait for the end of a Run All)."""
+        cell_id, started = self._started
+        engine = self._engine if self._installed else None
+        if engine is None:
+            return False
+        tracker = engine.tracker
+        known = isinstance(execution_count, int) and isinstance(started, int)
+        if known and started != execution_count:
+            self._count_offset += started - execution_count  # type: ignore[operator]
+            tracker.renumber_cell((cell_id, started), (cell_id, execution_count))
+        return bool(tracker.measured_this_cell)
 
     def _start_tracking(self, cell_id: Optional[str], execution_count: Optional[int]) -> None:
         self.set_enabled(True)

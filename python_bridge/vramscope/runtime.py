@@ -88,6 +88,7 @@ class Runtime:
             busy=lambda: self.recorder.running, on_error=lambda exc: self._internal(exc)
         )
         self.outbox = CellOutbox()  # cell records waiting for their message
+        self._model_ran = False  # the last cell ran a measured model call
         self.insight = InsightLink(shell, self.device_reading)
         self.optimize = OptimizeLink(self)  # advice: idle until asked for
         #: the watched models' measured saved-for-backward bytes, for the estimator
@@ -300,7 +301,11 @@ class Runtime:
                 self._publish_cells()
             else:  # ... nor for a long cell to end
                 self.outbox.hold(self._send_overdue_cells)
-            self.after_reply.flush(keep_keyed=True)  # insight waits for an idle kernel
+            # insight waits for an idle kernel, unless the previous cell ran a model: its
+            # figures (the training step's saved activations, for Optimize and the
+            # estimator) are that cell's, not those of the whole Run All
+            self.after_reply.flush(keep_keyed=not self._model_ran)
+            self._model_ran = False
         except Exception as exc:
             self._internal(exc)
         try:
@@ -355,6 +360,10 @@ class Runtime:
                 record["processes"] = peaks  # type: ignore[typeddict-item]
         except Exception as exc:
             self._internal(exc)
+        try:
+            self._model_ran = self.insight.end_cell(record.get("execution_count"))
+        except Exception as exc:
+            self._internal(exc, "model insight failed")
         self.optimize.after_cell(record)  # one append unless advice was asked for
         self.outbox.add(record, after)
         self.after_reply.submit(self._publish_cells, key="cells")

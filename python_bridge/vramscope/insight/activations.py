@@ -248,6 +248,21 @@ class ActivationTracker:
             self._arm()
             self._enter(module)
 
+    @property
+    def measured_this_cell(self) -> bool:
+        """A model call of the current (or just ended) cell was measured."""
+        return bool(self._measured_in_cell)
+
+    def renumber_cell(
+        self, old: tuple[Optional[str], Optional[int]], new: tuple[Optional[str], Optional[int]]
+    ) -> None:
+        """The running cell's execution count was ``old`` and is really ``new``."""
+        if self._cell == old:
+            self._cell = new
+        measured = self.measured
+        if measured is not None and measured.get("cell") == old:
+            measured["cell"], measured["execution_count"] = new, new[1]
+
     def measured_info(self) -> Optional[dict[str, Any]]:
         """The protocol's ``activations_measured`` (without the internal key)."""
         if self.measured is None:
