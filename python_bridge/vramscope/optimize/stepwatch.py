@@ -110,6 +110,8 @@ class StepWatch:
         """Measure ``model``'s steps from now on (idempotent)."""
         if self._model is not None and self._model() is model:
             return
+        if hasattr(model, "_orig_mod"):
+            raise ValueError("a torch.compile'd model is not measured op by op")
         from torch.optim.optimizer import register_optimizer_step_pre_hook
 
         self.stop()
@@ -140,6 +142,7 @@ class StepWatch:
             torch = sys.modules["torch"]
             if (
                 not torch.is_grad_enabled()
+                or torch.compiler.is_compiling()  # traced by torch.compile: not run here
                 or torch._C._current_graph_task_id() != -1  # recomputed inside backward
                 or torch._C._len_torch_dispatch_stack() > 0  # the user's own mode runs
             ):
