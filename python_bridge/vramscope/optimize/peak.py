@@ -33,7 +33,6 @@ def _tracker_class(torch: Any) -> Any:
 
     aten = torch.ops.aten
     softmax_ops = {aten._softmax.default, aten.softmax.int}
-    product_ops = {aten.bmm.default, aten.mm.default}
     graph_task = torch._C._current_graph_task_id
 
     class StepPeak(TorchDispatchMode):
@@ -46,11 +45,10 @@ def _tracker_class(torch: Any) -> Any:
             # with ``record``: every allocation (key, +bytes) and free (key, -bytes) in order
             self.events: list[tuple[int, int]] | None = [] if record else None
             # with ``record``, attention-like score matrices made in the forward: square
-            # softmax outputs ([..., T, T]), storage key -> bytes of one row per matrix
-            # (a float32 logsumexp); ``attention``: their bytes, the bytes of the products
-            # that consume them (attn @ v) and of those rows
-            self.scores: dict[int, int] = {}
-            self.attention = [0, 0, 0]
+            # softmax outputs ([..., T, T]) by storage; ``attention``: their bytes and the
+            # bytes of one float32 per row (what a fused kernel keeps instead: logsumexp)
+            self.scores: set[int] = set()
+            self.attention = [0, 0]
             self._refs: dict[Any, int] = {}  # weakref to a storage -> its key
 
         def _gone(self, ref: Any) -> None:
@@ -87,25 +85,19 @@ def _tracker_class(torch: Any) -> Any:
                 if self.events is not None:
                     self.events.append((key, nbytes))
                 self._refs[weakref.ref(storage, self._gone)] = key
-            if self.events is not None and (func in softmax_ops or func in product_ops):
-                self._scores(func, out, inputs if inputs is not None else _storages(args, kwargs))
+            if self.events is not None and func in softmax_ops:
+                self._scores(out)
             return out
 
-        def _scores(self, func: Any, out: Any, inputs: set[int]) -> None:
-            if graph_task() != -1 or not isinstance(out, torch.Tensor):
+        def _scores(self, out: Any) -> None:
+            if graph_task() != -1 or not isinstance(out, Tensor):
                 return  # in backward
-            if func in softmax_ops:
-                shape = out.shape
-                key = out.untyped_storage().data_ptr()
-                if len(shape) >= 2 and shape[-1] == shape[-2] > 1 and key not in self.scores:
-                    rows = out.numel() // shape[-1]
-                    self.scores[key] = rows * 4
-                    self.attention[0] += out.numel() * out.element_size()
-                    self.attention[2] += rows * 4
-                return
-            for key in inputs & self.scores.keys():
-                self.attention[1] += out.numel() * out.element_size()
-                del self.scores[key]  # its product, counted once
+            shape = out.shape
+            key = out.untyped_storage().data_ptr()
+            if len(shape) >= 2 and shape[-1] == shape[-2] > 1 and key not in self.scores:
+                self.scores.add(key)
+                self.attention[0] += out.numel() * out.element_size()
+                self.attention[1] += out.numel() // shape[-1] * 4
 
     return StepPeak
 

@@ -42,8 +42,8 @@ class StepFigures:
     largest_grad: int
     forwards: int
     #: square softmax outputs of the forward ([..., T, T] attention scores, saved for
-    #: backward), the products consuming them (attn @ v) and a float32 row each, in bytes
-    attention: tuple[int, int, int] = (0, 0, 0)
+    #: backward) and one float32 per row of them, in bytes
+    attention: tuple[int, int] = (0, 0)
 
     def scaled_peak(self, factor: float) -> int:
         """The peak with everything but the gradients scaled by ``factor``."""
@@ -172,7 +172,7 @@ class StepWatch:
                     if storage.data_ptr() in mode.live:
                         keep[storage.data_ptr()] = storage.nbytes()
             figures = figures_of(mode.events or [], keep, self._forwards)
-            self.figures[cell] = replace(figures, attention=tuple(mode.attention))
+            self.figures[cell] = replace(figures, attention=(mode.attention[0], mode.attention[1]))
             while len(self.figures) > KEEP:
                 self.figures.popitem(last=False)
         except Exception:

@@ -1,10 +1,12 @@
 """Hand-written attention that keeps its n x n scores: ``scaled_dot_product_attention``.
 
 Detected from what the measured training step made (stepwatch): square softmax outputs
-(``[..., T, T]``) in the forward, which softmax saves for backward, and the products that
-consume them (``attn @ v``). ``torch.nn.functional.scaled_dot_product_attention`` computes the
-same result without keeping the scores: it keeps its output and one float32 log-sum-exp per
-row instead. Predicted saving: the scores' bytes minus those two.
+(``[..., T, T]``) in the forward, which softmax saves for backward.
+``torch.nn.functional.scaled_dot_product_attention`` computes the same result without keeping
+the scores: it keeps one float32 log-sum-exp per row instead, and its output (laid out so
+that the usual ``out.transpose(1, 2).reshape(b, t, c)`` is a view), which the projection after
+it keeps in place of the copy that reshape made before. Predicted saving: the scores' bytes
+minus those rows.
 
 The module is found by its forward's code: three consecutive statements ``s = q @ k^T
 [/ or * scale]``, ``p = softmax(s, dim=-1)``, ``o = p @ v`` whose ``s`` and ``p`` are used
@@ -172,8 +174,8 @@ def suggest(ctx: Context) -> list[Suggestion]:
     step = ctx.step
     if ctx.model is None or step is None or not step.attention[0]:
         return []
-    scores, products, rows = step.attention
-    saving = scores - products - rows
+    scores, rows = step.attention
+    saving = scores - rows
     if saving <= 0:
         return []
     classes = ctx.memoized("attention", lambda: _attention_classes(ctx.model))
@@ -182,8 +184,8 @@ def suggest(ctx: Context) -> list[Suggestion]:
     why = [
         f"the measured training step keeps {mib(scores)} of n x n attention scores (square "
         "softmax outputs saved for backward)",
-        f"scaled_dot_product_attention keeps its output and one float32 per row instead "
-        f"({mib(products + rows)}): {mib(saving)} less",
+        f"scaled_dot_product_attention keeps one float32 per row instead ({mib(rows)}; its "
+        f"output replaces the copy the next layer keeps): {mib(saving)} less",
     ]
     patchable = [c for c in classes if c[2] is not None and c[0].__module__ == "__main__"]
     if len(classes) == 1 and patchable:
