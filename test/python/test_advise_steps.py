@@ -176,3 +176,30 @@ def test_a_step_without_optimizer_step_leaves_nothing_behind() -> None:
         assert step.peak >= step.grads and step.forwards == 1
     finally:
         cells.close()
+
+
+def test_a_count_that_breaks_off_never_reaches_the_users_op() -> None:
+    """In process: bookkeeping that fails inside the tracker stops the measurement (the step
+    is not kept, the finder's measure_peak says so) and the op's result is the user's."""
+    import torch
+
+    from vramscope.optimize.peak import measure_peak, tracker
+
+    mode = tracker(torch, record=True)
+    mode._scores = None  # broken: calling it raises
+    with mode:
+        probs = torch.ones(4, 4).softmax(-1)
+    assert mode.failed and mode.closed
+    assert torch.equal(probs, torch.full((4, 4), 0.25))
+
+    original = type(mode)._count
+
+    def broken(self, *args):  # type: ignore[no-untyped-def]
+        raise RuntimeError("unreadable result")
+
+    type(mode)._count = broken
+    try:
+        with pytest.raises(RuntimeError, match="could not be followed op by op"):
+            measure_peak(torch, torch.device("cpu"), lambda: torch.ones(8) * 2)
+    finally:
+        type(mode)._count = original

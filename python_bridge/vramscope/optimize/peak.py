@@ -42,6 +42,7 @@ def _tracker_class(torch: Any) -> Any:
             self.current = 0
             self.peak = 0
             self.closed = False  # gone through: a mode left pushed by accident counts nothing
+            self.failed = False  # the count broke off (an op's result it could not read)
             # with ``record``: every allocation (key, +bytes) and free (key, -bytes) in order
             self.events: list[tuple[int, int]] | None = [] if record else None
             # with ``record``, attention-like score matrices made in the forward: square
@@ -62,8 +63,14 @@ def _tracker_class(torch: Any) -> Any:
             self, func: Any, types: Any, args: Any = (), kwargs: Any = None
         ) -> Any:
             out = func(*args, **(kwargs or {}))
-            if self.closed:
-                return out
+            if not self.closed:
+                try:
+                    self._count(func, args, kwargs, out)
+                except Exception:  # never into the user's op: this measurement stops
+                    self.closed = self.failed = True
+            return out
+
+        def _count(self, func: Any, args: Any, kwargs: Any, out: Any) -> None:
             inputs: set[int] | None = None  # made only when an output is not a known storage
             outs = out if isinstance(out, (tuple, list)) else (out,)
             for t in outs:
@@ -87,7 +94,6 @@ def _tracker_class(torch: Any) -> Any:
                 self._refs[weakref.ref(storage, self._gone)] = key
             if self.events is not None and func in softmax_ops:
                 self._scores(out)
-            return out
 
         def _scores(self, out: Any) -> None:
             if graph_task() != -1 or not isinstance(out, Tensor):
@@ -125,4 +131,6 @@ def measure_peak(torch: Any, device: Any, step: Callable[[], Any]) -> int:
     mode = tracker(torch)
     with mode:
         step()
+    if mode.failed:
+        raise RuntimeError("the step's peak could not be followed op by op on this device")
     return int(mode.peak)

@@ -162,7 +162,7 @@ class StepWatch:
             self._close()
             self._done = cell
             model = self._model() if self._model is not None else None
-            if model is None or not _steps(optimizer, model):
+            if model is None or mode.failed or not _steps(optimizer, model):
                 return
             keep = {}
             for p in model.parameters():
