@@ -11,13 +11,22 @@ import { formatBytes } from '../format';
 import type { ILayerInfo } from '../protocol';
 import {
   buildLayerTree,
+  comparePaths,
   defaultExpanded,
   dtypeTag,
+  formatCount,
   ILayerNode,
   nodeTooltip,
   specialName,
   visibleNodes
 } from './layertree';
+
+/**
+ * Tree rows rendered at first, and added by each "Show more": a model with thousands of
+ * modules (nn.Sequential of 10,000 layers: 1,000 rows from the kernel) would otherwise cost
+ * hundreds of ms of DOM and layout work on every insight message.
+ */
+export const TREE_ROWS_STEP = 50;
 
 /** Filter (case-insensitive substring of the module path), sort by live then peak bytes, cut. */
 export function selectLayers(
@@ -31,7 +40,7 @@ export function selectLayers(
     (a, b) =>
       b.saved_bytes - a.saved_bytes ||
       b.peak_saved_bytes - a.peak_saved_bytes ||
-      a.path.localeCompare(b.path)
+      comparePaths(a.path, b.path)
   );
   return {
     shown: matched.slice(0, Math.max(1, Math.floor(topN))),
@@ -44,7 +53,7 @@ export function layerTooltip(l: ILayerInfo): string {
   const shape = l.output_shape ? `[${l.output_shape.join(', ')}]` : 'n/a';
   return [
     `${l.path || '(root)'} (${l.type})`,
-    `saved for backward: ${formatBytes(l.saved_bytes)} = ${l.saved_bytes.toLocaleString('en-US')} bytes (peak ${formatBytes(l.peak_saved_bytes)})`,
+    `saved for backward: ${formatBytes(l.saved_bytes)} = ${formatCount(l.saved_bytes)} bytes (peak ${formatBytes(l.peak_saved_bytes)})`,
     `output shape: ${shape}`,
     `parameters: ${formatBytes(l.param_bytes)}, gradients: ${formatBytes(l.grad_bytes)}`
   ].join('\n');
@@ -87,6 +96,12 @@ export class LayersView extends Widget {
     this._list.setAttribute('role', 'list');
     this._foot = document.createElement('div');
     this._foot.className = 'vramscope-Layers-foot';
+    this._footText = document.createElement('span');
+    this._moreButton = document.createElement('button');
+    this._moreButton.type = 'button';
+    this._moreButton.className = 'vramscope-Layers-more';
+    this._moreButton.addEventListener('click', this);
+    this._foot.append(this._footText, this._moreButton);
     this.node.append(head, this._list, this._foot);
     this._list.addEventListener('click', this);
     this._render();
@@ -113,6 +128,12 @@ export class LayersView extends Widget {
     return this._layers;
   }
   set layers(value: ReadonlyArray<ILayerInfo>) {
+    // The kernel resends the same rows while its holders scan goes on: rebuild only on change.
+    const signature = JSON.stringify(value);
+    if (signature === this._signature) {
+      return;
+    }
+    this._signature = signature;
     this._layers = value;
     this._tree = buildLayerTree(value);
     if (!this._expandedSet) {
@@ -145,9 +166,22 @@ export class LayersView extends Widget {
     this._render();
   }
 
+  /** Tree rows rendered now (grows by `TREE_ROWS_STEP` with "Show more"). */
+  get rowLimit(): number {
+    return this._rowLimit;
+  }
+
+  /** Render `TREE_ROWS_STEP` more rows of the tree. */
+  showMore(): void {
+    this._rowLimit += TREE_ROWS_STEP;
+    this._render();
+  }
+
   handleEvent(event: Event): void {
     const target = event.target as HTMLElement;
-    if (event.currentTarget === this._list) {
+    if (event.currentTarget === this._moreButton) {
+      this.showMore();
+    } else if (event.currentTarget === this._list) {
       const row = target
         .closest?.('.vramscope-Layers-expand')
         ?.closest('.vramscope-Layers-bar') as HTMLElement | null;
@@ -179,14 +213,15 @@ export class LayersView extends Widget {
   }
 
   private _renderTree(): void {
-    const rows = visibleNodes(this._tree, this._expanded, this._filter);
+    const visible = visibleNodes(this._tree, this._expanded, this._filter);
+    const rows = visible.slice(0, this._rowLimit);
     let scale = 0;
-    for (const n of rows) {
+    for (const n of visible) {
       scale = Math.max(scale, n.total, n.peak);
     }
     this._list.textContent = '';
     for (const n of rows) {
-      const row = this._bar(
+      const { row, name, value } = this._bar(
         n.path,
         n.layer?.saved_bytes ?? 0,
         n.total,
@@ -196,8 +231,6 @@ export class LayersView extends Widget {
       row.classList.add('vramscope-mod-tree');
       row.dataset.total = String(n.total);
       row.title = nodeTooltip(n);
-      const name = row.querySelector('.vramscope-Layers-name') as HTMLElement;
-      name.textContent = '';
       name.style.paddingLeft = `${n.depth * 10}px`;
       name.append(this._expander(n), n.name || '(model)');
       if (n.layer?.type && !specialName(n.layer)) {
@@ -222,13 +255,18 @@ export class LayersView extends Widget {
         ckpt.title = 'checkpointed: recomputed in backward';
         tags.appendChild(ckpt);
       }
-      row.querySelector('.vramscope-Layers-value')!.prepend(tags);
+      value.prepend(tags);
       this._list.appendChild(row);
     }
     const total = this._tree.reduce((s, n) => s + n.total, 0);
+    const shown =
+      rows.length < visible.length
+        ? `Showing ${rows.length} of ${visible.length} rows`
+        : `${rows.length} rows`;
     this._setFoot(
       total,
-      `${rows.length} rows (${this._layers.length} modules; ${formatBytes(total)} saved now).`
+      `${shown} (${this._layers.length} modules; ${formatBytes(total)} saved now).`,
+      visible.length - rows.length
     );
   }
 
@@ -248,21 +286,27 @@ export class LayersView extends Widget {
     return button;
   }
 
-  private _setFoot(total: number, text: string): void {
+  /** The foot line, with a "Show more" button when `hidden` tree rows are not rendered. */
+  private _setFoot(total: number, text: string, hidden = 0): void {
     this._foot.dataset.totalBytes = String(total);
-    this._foot.textContent = this._layers.length
+    const more = hidden > 0 && this._layers.length > 0;
+    this._moreButton.hidden = !more;
+    this._moreButton.textContent = more
+      ? `Show ${Math.min(hidden, TREE_ROWS_STEP)} more`
+      : '';
+    this._footText.textContent = this._layers.length
       ? text
       : 'No layers recorded yet: run a forward pass of the watched model.';
   }
 
-  /** One bar row: name, track (live over peak) and value. */
+  /** One bar row: name (empty), track (live over peak) and value. */
   private _bar(
     path: string,
     bytes: number,
     live: number,
     peakBytes: number,
     scale: number
-  ): HTMLDivElement {
+  ): { row: HTMLDivElement; name: HTMLSpanElement; value: HTMLSpanElement } {
     const row = document.createElement('div');
     row.className = 'vramscope-Layers-bar';
     row.setAttribute('role', 'listitem');
@@ -286,7 +330,7 @@ export class LayersView extends Widget {
         ? `${formatBytes(live)} (peak ${formatBytes(peakBytes)})`
         : formatBytes(live);
     row.append(name, track, value);
-    return row;
+    return { row, name, value };
   }
 
   private _renderFlat(): void {
@@ -301,7 +345,7 @@ export class LayersView extends Widget {
     }
     this._list.textContent = '';
     for (const l of shown) {
-      const row = this._bar(
+      const { row, name } = this._bar(
         l.path,
         l.saved_bytes,
         l.saved_bytes,
@@ -309,7 +353,6 @@ export class LayersView extends Widget {
         scale
       );
       row.title = layerTooltip(l);
-      const name = row.querySelector('.vramscope-Layers-name') as HTMLElement;
       name.textContent = l.path || '(root)';
       const type = document.createElement('span');
       type.className = 'vramscope-Layers-type';
@@ -326,6 +369,10 @@ export class LayersView extends Widget {
   }
 
   private _layers: ReadonlyArray<ILayerInfo> = [];
+  private _signature = '[]';
+  private _rowLimit = TREE_ROWS_STEP;
+  private _footText: HTMLSpanElement;
+  private _moreButton: HTMLButtonElement;
   private _tree: ILayerNode[] = [];
   private _expanded = new Set<string>();
   private _expandedSet = false;

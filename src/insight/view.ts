@@ -162,6 +162,18 @@ export class InsightView extends Panel {
       // Watched but not (yet) in the namespace, or an older bridge without `models`.
       models.push({ name: current, type: '', param_bytes: -1 });
     }
+    // Insight messages come several per cell: rebuild the options only when they change.
+    const key = JSON.stringify([models, !!this._session]);
+    if (key !== this._pickerKey) {
+      this._pickerKey = key;
+      this._fillPicker(models);
+    }
+    select.value = current ?? NONE;
+    select.disabled = !this._session || !models.length;
+  }
+
+  private _fillPicker(models: IModelInfo[]): void {
+    const select = this._modelSelect;
     select.textContent = '';
     if (!models.length) {
       const none = document.createElement('option');
@@ -176,14 +188,13 @@ export class InsightView extends Panel {
       opt.title = opt.textContent;
       select.appendChild(opt);
     }
-    select.value = current ?? NONE;
-    select.disabled = !this._session || !models.length;
   }
 
   private _session: IMemorySession | null = null;
   private _insight: IInsight | null = null;
   /** The model just picked, shown selected until the kernel answers. */
   private _pending: string | null = null;
+  private _pickerKey = '';
   private _error = '';
   private _modelSelect: HTMLSelectElement;
   private _refreshButton: HTMLButtonElement;
