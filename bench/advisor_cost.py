@@ -11,6 +11,7 @@ the noise of this machine is printed beside it. ``--record`` writes bench/RESULT
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 from typing import Any, Callable
@@ -163,6 +164,8 @@ def main() -> None:
         f"{ops} ops {watched:.2f} ms measured vs {plain:.2f} ms (A/A twin {twin:.2f} ms): "
         f"{(watched - plain) / ops * 1000:.1f} us per op",
     ]
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    lines.append(f"load average at the end of the run: {load} (2 cores shared with other work)")
     print("\n".join(lines))
     if args.record:
         record("advisor_cost", lines)
