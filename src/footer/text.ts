@@ -49,7 +49,15 @@ export function magnitude(
   if (!d) {
     return 'none';
   }
-  const size = Math.max(Math.abs(d.delta_bytes), d.peak_delta_bytes);
+  return sizeMagnitude(
+    Math.max(Math.abs(d.delta_bytes), d.peak_delta_bytes),
+    o
+  );
+}
+
+/** How large a byte count is, by the footer thresholds (its sign ignored). */
+export function sizeMagnitude(bytes: number, o: IFooterOptions): Magnitude {
+  const size = Math.abs(bytes);
   if (size >= o.footerLarge) {
     return 'large';
   }

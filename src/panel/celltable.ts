@@ -1,7 +1,11 @@
 import { ISignal } from '@lumino/signaling';
 
 import { formatDelta, formatDuration } from '../format';
-import { devicesBySignificance, magnitude, statusLabel } from '../footer/text';
+import {
+  devicesBySignificance,
+  sizeMagnitude,
+  statusLabel
+} from '../footer/text';
 import { IDeviceDelta } from '../protocol';
 import { ICellEntry, IMemorySession, IMemoryTracker } from '../tokens';
 import { h, SessionView } from './base';
@@ -225,11 +229,13 @@ export class CellTableView extends SessionView {
       `[${r.execution_count ?? ' '}]`
     );
     tr.appendChild(count);
-    const mag = magnitude(shown?.delta, settings);
+    // each figure coloured by its own size (a large peak does not colour a small change)
+    const mag = (bytes: number | undefined) =>
+      bytes === undefined ? 'none' : sizeMagnitude(bytes, settings);
     tr.appendChild(
       h(
         'td',
-        `vramscope-CellTable-delta vramscope-mod-${mag}`,
+        `vramscope-CellTable-delta vramscope-mod-${mag(shown?.delta.delta_bytes)}`,
         shown ? formatDelta(shown.delta.delta_bytes, units) : '–',
         { title: shown ? shown.id : '' }
       )
@@ -237,7 +243,7 @@ export class CellTableView extends SessionView {
     tr.appendChild(
       h(
         'td',
-        'vramscope-CellTable-peak',
+        `vramscope-CellTable-peak vramscope-mod-${mag(shown?.delta.peak_delta_bytes)}`,
         shown ? formatDelta(shown.delta.peak_delta_bytes, units) : '–'
       )
     );

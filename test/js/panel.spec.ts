@@ -74,6 +74,31 @@ describe('MemoryPanel', () => {
     panel.dispose();
   });
 
+  it('colours the change and the peak each by its own size', () => {
+    const { panel, session } = panelWithSession();
+    session.handleMessage({
+      type: 'cell',
+      record: record({
+        devices: {
+          cpu: {
+            before_bytes: MIB,
+            after_bytes: MIB + 4096,
+            delta_bytes: 4096,
+            peak_delta_bytes: 1500 * MIB
+          }
+        }
+      }),
+      devices: []
+    });
+    MessageLoop.flush();
+    const delta = q('.vramscope-CellTable-delta')!;
+    const peak = q('.vramscope-CellTable-peak')!;
+    expect(delta.textContent).toBe('+4.0 KiB');
+    expect(delta.classList.contains('vramscope-mod-small')).toBe(true);
+    expect(peak.classList.contains('vramscope-mod-large')).toBe(true);
+    panel.dispose();
+  });
+
   it('sorts by a column when its header is clicked', () => {
     const { panel, session } = panelWithSession();
     const cell = (id: string, t: number, delta: number) => ({

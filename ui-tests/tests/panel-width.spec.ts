@@ -112,17 +112,19 @@ test.describe('the panel at the sidebar width (issue 12)', () => {
       // every column of the cell table and the Clear button are shown
       const table = panel.locator('.vramscope-CellTable');
       await expect(table.locator('.vramscope-CellTable-clear')).toBeVisible();
-      await expect(table.locator('th:visible')).toHaveCount(4);
+      // [n], Δ and Peak; each cell's code on its own line below its figures
+      await expect(table.locator('th:visible')).toHaveCount(3);
       // the demo's failing cell is marked where the Status column was
       await expect(
         table.locator('.vramscope-CellTable-mark').first()
       ).toBeVisible();
-      await expect(
-        table
-          .locator('.vramscope-CellTable-row')
-          .first()
-          .locator('.vramscope-CellTable-code')
-      ).toBeVisible();
+      const code = table
+        .locator('.vramscope-CellTable-row')
+        .first()
+        .locator('.vramscope-CellTable-code');
+      await expect(code).toBeVisible();
+      // the code gets the panel's width, not what the figures leave (~30 px)
+      expect((await code.boundingBox())!.width).toBeGreaterThan(180);
     });
 
     await test.step('wide: the table shows every column', async () => {
