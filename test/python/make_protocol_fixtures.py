@@ -82,9 +82,11 @@ def _capture(k: KernelHarness) -> dict[str, Data]:
     for msg_id in queued:
         assert k.reply(msg_id)["content"]["status"] == "ok"
     out["cells"] = k.wait_iopub(
-        lambda m: m["msg_type"] == "comm_msg"
-        and m["content"].get("comm_id") == stream
-        and m["content"]["data"].get("type") == "cells"
+        lambda m: (
+            m["msg_type"] == "comm_msg"
+            and m["content"].get("comm_id") == stream
+            and m["content"]["data"].get("type") == "cells"
+        )
     )["content"]["data"]
 
     # first cell that imports torch: devices (torch seen), cell, insight
