@@ -241,6 +241,17 @@ _target: Target | None = None
 _cell_of_fork: Callable[[], int | None] | None = None
 _reporter: Reporter | None = None
 _hooks_registered = False
+_forks = 0  # children this process forked since the hooks were registered
+
+
+def forks() -> int:
+    """How many children this process has forked (counted since ``configure``)."""
+    return _forks
+
+
+def _count_fork() -> None:
+    global _forks
+    _forks += 1
 
 
 class _AfterForkAnchor:
@@ -255,7 +266,7 @@ def configure(target: Target | None, cell_of_fork: Callable[[], int | None] | No
     global _target, _cell_of_fork, _hooks_registered
     _target, _cell_of_fork = target, cell_of_fork
     if target is not None and not _hooks_registered and hasattr(os, "register_at_fork"):
-        os.register_at_fork(after_in_child=_after_fork_in_child)
+        os.register_at_fork(after_in_child=_after_fork_in_child, after_in_parent=_count_fork)
         with contextlib.suppress(Exception):
             import multiprocessing.util as mp_util
 
