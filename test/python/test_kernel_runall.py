@@ -8,12 +8,11 @@ thread: vramscope.quiet)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from kernel_harness import BOOTSTRAP, KernelHarness
+from kernel_harness import KernelHarness
 
 pytestmark = pytest.mark.kernel
 MIB = 2**20
@@ -34,15 +33,8 @@ CELLS = [
 
 
 @pytest.fixture
-def kernel() -> Iterator[tuple[KernelHarness, str]]:
-    k = KernelHarness()
-    try:
-        assert k.execute(BOOTSTRAP, silent=True)["content"]["status"] == "ok"
-        stream = k.comm_open("stream")
-        k.comm_data(stream, "hello")
-        yield k, stream
-    finally:
-        k.close()
+def kernel(fresh_stream_kernel: tuple[KernelHarness, str]) -> tuple[KernelHarness, str]:
+    return fresh_stream_kernel  # conftest: a new kernel with a stream comm open
 
 
 def run_all(
