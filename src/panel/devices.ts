@@ -96,11 +96,13 @@ export class DevicesView extends SessionView {
     if (!device.initialized) {
       parts.push('not initialized');
     }
-    el.appendChild(
-      h('div', 'vramscope-Device-usage', parts.join(' · '), {
-        title: `measured by ${device.source}`
-      })
-    );
+    const line = h('div', 'vramscope-Device-usage', undefined, {
+      title: `measured by ${device.source}`
+    });
+    parts.forEach((part, i) => {
+      line.append(i ? ' · ' : '', h('span', 'vramscope-Device-part', part));
+    });
+    el.appendChild(line);
     return el;
   }
 }
