@@ -121,8 +121,10 @@ export function suggestionCard(
 export function mistakeCard(m: IMistake): HTMLElement {
   const card = h('li', 'vramscope-Optimize-card vramscope-Optimize-mistake');
   card.dataset.id = m.id;
-  const where =
-    m.execution_count !== null ? ` (cell [${m.execution_count}])` : '';
+  const cell =
+    m.execution_count !== null ? `cell [${m.execution_count}]` : null;
+  // a title that already names its cell ("... in cell [7]") does not get it twice
+  const where = cell && !m.title.includes(cell) ? ` (${cell})` : '';
   card.append(
     h('div', 'vramscope-Optimize-title', `${m.title}${where}`),
     h('div', 'vramscope-Optimize-mistakeWhy', m.why)

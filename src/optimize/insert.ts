@@ -14,7 +14,10 @@ export interface IInsertable {
   code: string;
   /** The cell to insert below (null: the active cell). */
   target: ICellRef | null;
-  /** Why the target: "the training cell", "the cell it was found in". */
+  /**
+   * Why the target: "the training cell", "the cell it was found in"; '' where the target is
+   * just some cell (the preview then names it: "cell [7]").
+   */
   targetRole: string;
 }
 
@@ -75,33 +78,44 @@ export function mistakeKey(m: IMistake): string {
   return `mistake:${m.id}`;
 }
 
+/** Whether `ref` names the training cell (by cell id, else by execution count). */
+function isTrainingCell(ref: ICellRef, training: ICellRef | null): boolean {
+  if (!training) {
+    return false;
+  }
+  if (training.cell_id && ref.cell_id) {
+    return training.cell_id === ref.cell_id;
+  }
+  return (
+    training.execution_count !== null &&
+    training.execution_count === ref.execution_count
+  );
+}
+
 /**
- * Where a suggestion's cell goes: a rewrite of the training cell below the training cell;
- * any other kind below the cell the kernel named, else below the active cell.
+ * Where a suggestion's cell goes: below the cell the kernel named (a rewrite or template
+ * without one: below the training cell), else below the active cell. The role says "the
+ * training cell" only when the target is the training cell; any other target is named by
+ * its own label ("cell [7]", see `placement`).
  */
 export function suggestionTarget(
   s: ISuggestion,
   advice: IAdvice
 ): { target: ICellRef | null; targetRole: string } {
-  if (s.kind === 'rewrite' || s.kind === 'template') {
-    const target = s.target_cell ?? advice.training_cell;
-    if (target) {
-      return { target, targetRole: 'the training cell' };
-    }
+  const target =
+    s.target_cell ??
+    (s.kind === 'rewrite' || s.kind === 'template'
+      ? advice.training_cell
+      : null);
+  if (!target) {
+    return { target: null, targetRole: '' };
   }
-  if (s.target_cell) {
-    const training = advice.training_cell;
-    const isTraining =
-      !!training &&
-      ((!!training.cell_id && training.cell_id === s.target_cell.cell_id) ||
-        (training.cell_id === null &&
-          training.execution_count === s.target_cell.execution_count));
-    return {
-      target: s.target_cell,
-      targetRole: isTraining ? 'the training cell' : 'the cell it applies to'
-    };
-  }
-  return { target: null, targetRole: '' };
+  return {
+    target,
+    targetRole: isTrainingCell(target, advice.training_cell)
+      ? 'the training cell'
+      : ''
+  };
 }
 
 function mistakeTarget(m: IMistake): {
@@ -168,9 +182,14 @@ export function placement(
   if (item.target) {
     const i = findCell(notebook, item.target);
     if (i >= 0) {
+      const label = cellLabel(notebook, i);
       return {
         index: i + 1,
-        below: `${item.targetRole} (${cellLabel(notebook, i)})`
+        below: item.targetRole
+          ? `${item.targetRole} (${label})`
+          : label.startsWith('[')
+            ? `cell ${label}`
+            : label
       };
     }
   }

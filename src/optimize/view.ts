@@ -151,10 +151,10 @@ export class OptimizeView extends Widget implements IMemorySessionView {
     const advice = model?.advice ?? null;
     const units = this._units();
     this._refresh.disabled = !model || model.busy;
-    this._meta.textContent = Private.meta(model, advice);
+    Private.fill(this._meta, Private.meta(model, advice));
     this._message.textContent = Private.message(this._session, model, advice);
     this._message.hidden = !this._message.textContent;
-    this._names.textContent = advice ? Private.names(advice) : '';
+    Private.fill(this._names, advice ? Private.names(advice) : []);
     this._names.hidden = !this._names.textContent;
 
     const fill = (list: HTMLElement, items: HTMLElement[]): void => {
@@ -264,21 +264,56 @@ export namespace OptimizeView {
 }
 
 namespace Private {
+  /** Text where a part is a string; a user's variable name (shown in code style) where not. */
+  export type Part = string | { code: string };
+
+  /** Replace `el`'s content by `parts` (text nodes and `<code>` elements, never HTML). */
+  export function fill(el: HTMLElement, parts: Part[]): void {
+    el.textContent = '';
+    for (const part of parts) {
+      el.append(
+        typeof part === 'string'
+          ? part
+          : h('code', 'vramscope-Optimize-varName', part.code)
+      );
+    }
+  }
+
+  /** How long the advice took: "61 ms", "4.2 ms", "<0.1 ms". */
+  export function formatMs(ms: number): string {
+    if (ms < 0.1) {
+      return '<0.1 ms';
+    }
+    return ms < 10 ? `${ms.toFixed(1)} ms` : `${Math.round(ms)} ms`;
+  }
+
+  /** "model `model` · advice in 61 ms"; nothing timed before any advice was computed. */
   export function meta(
     model: OptimizeModel | null,
     advice: IAdvice | null
-  ): string {
+  ): Part[] {
     if (model?.busy) {
-      return 'updating…';
+      return ['updating…'];
     }
     if (!advice) {
-      return '';
+      return [];
     }
-    const parts = [
-      advice.model ? `model ${advice.model}` : '',
-      `${advice.compute_ms.toFixed(1)} ms`
-    ];
-    return parts.filter(Boolean).join(' · ');
+    const parts: Part[] = [];
+    if (advice.model) {
+      parts.push('model ', { code: advice.model });
+    }
+    // an empty answer (no torch, no model yet) was not an analysis: no timing to show
+    const analysed =
+      !!advice.model ||
+      advice.suggestions.length > 0 ||
+      advice.mistakes.length > 0;
+    if (analysed && advice.compute_ms > 0) {
+      if (parts.length) {
+        parts.push(' · ');
+      }
+      parts.push(`advice in ${formatMs(advice.compute_ms)}`);
+    }
+    return parts;
   }
 
   export function message(
@@ -312,13 +347,13 @@ namespace Private {
     return parts.join(' ');
   }
 
-  /** "Your code: model `model`, optimizer `opt`, training cell [7]". */
-  export function names(advice: IAdvice): string {
+  /** "In your code: model `model`, optimizer `opt`, training cell [7]". */
+  export function names(advice: IAdvice): Part[] {
     const n = advice.names;
-    const found: string[] = [];
+    const found: Part[][] = [];
     const add = (what: string, name: string | null) => {
       if (name) {
-        found.push(`${what} ${name}`);
+        found.push([`${what} `, { code: name }]);
       }
     };
     add('model', n.model);
@@ -328,8 +363,15 @@ namespace Private {
     add('batch', n.batch);
     const cell = advice.training_cell;
     if (cell?.execution_count !== null && cell?.execution_count !== undefined) {
-      found.push(`training cell [${cell.execution_count}]`);
+      found.push([`training cell [${cell.execution_count}]`]);
     }
-    return found.length ? `In your code: ${found.join(', ')}` : '';
+    if (!found.length) {
+      return [];
+    }
+    const parts: Part[] = ['In your code: '];
+    found.forEach((item, i) => {
+      parts.push(...(i ? [', '] : []), ...item);
+    });
+    return parts;
   }
 }

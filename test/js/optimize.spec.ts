@@ -19,6 +19,7 @@ import type {
 import {
   costText,
   measuredSavings,
+  mistakeCard,
   savingText,
   stepPeakMiss,
   verdicts
@@ -402,6 +403,63 @@ describe('insert', () => {
     expect(placement(nb3, rewrite).below).toBe('the active cell ([1])');
   });
 
+  it('names a rewrite target by what it is: the training cell only when it is one', () => {
+    const nb = notebook(
+      [
+        ['c-train', 7],
+        ['c-eval', 8],
+        ['c-c', null]
+      ],
+      0
+    );
+    const evalCell = { cell_id: 'c-eval', execution_count: 8 };
+    const inference = suggestion({
+      id: 'inference_mode:8',
+      kind: 'rewrite',
+      target_cell: evalCell
+    });
+    const onTraining = suggestion({
+      id: 'autocast',
+      kind: 'rewrite',
+      target_cell: { cell_id: 'c-train', execution_count: 7 }
+    });
+    const free = suggestion({
+      id: 'free',
+      kind: 'free',
+      target_cell: evalCell
+    });
+    const items = insertables(
+      advice({ suggestions: [inference, onTraining, free] })
+    );
+    expect(items[0].targetRole).toBe('');
+    expect(placement(nb, items[0])).toEqual({ index: 2, below: 'cell [8]' });
+    expect(placement(nb, items[1])).toEqual({
+      index: 1,
+      below: 'the training cell ([7])'
+    });
+    expect(placement(nb, items[2]).below).toBe('cell [8]');
+    // the training cell known by its count only (nbclient): still recognised
+    const byCount = insertables(
+      advice({
+        training_cell: { cell_id: null, execution_count: 8 },
+        suggestions: [inference]
+      })
+    );
+    expect(byCount[0].targetRole).toBe('the training cell');
+    // a target cell never run: named by its position
+    const unrun = insertables(
+      advice({
+        suggestions: [
+          suggestion({
+            kind: 'rewrite',
+            target_cell: { cell_id: 'c-c', execution_count: null }
+          })
+        ]
+      })
+    );
+    expect(placement(nb, unrun[0]).below).toBe('cell 3');
+  });
+
   it('inserts the exact code as a new code cell, makes it active, runs nothing', () => {
     const nb = notebook(
       [
@@ -456,6 +514,30 @@ describe('cards', () => {
   it('says the predicted saving in bytes and percent', () => {
     expect(savingText(suggestion({}).predicted, 'binary')).toBe(
       'saves 30.0 MiB (75%) · activations 40.0 MiB → 10.0 MiB · step peak −28.0 MiB'
+    );
+  });
+
+  it("names a mistake's cell once", () => {
+    const base = {
+      id: 'eval',
+      why: 'autograd saved activations',
+      fix_code: null,
+      cell_id: 'c-eval',
+      execution_count: 7
+    };
+    const title = (t: string) =>
+      mistakeCard({ ...base, title: t }).querySelector(
+        '.vramscope-Optimize-title'
+      )!.textContent;
+    expect(title('Evaluation with autograd on in cell [7]')).toBe(
+      'Evaluation with autograd on in cell [7]'
+    );
+    expect(title('zero_grad() is never called')).toBe(
+      'zero_grad() is never called (cell [7])'
+    );
+    // another cell named in the title is not this one
+    expect(title('A leak from cell [17]')).toBe(
+      'A leak from cell [17] (cell [7])'
     );
   });
 
@@ -594,9 +676,17 @@ describe('OptimizeView', () => {
     expect($(view, '.vramscope-Optimize-mistake')[0].textContent).toContain(
       'zero_grad() is never called (cell [5])'
     );
-    expect($(view, '.vramscope-Optimize-names')[0].textContent).toBe(
+    const names = $(view, '.vramscope-Optimize-names')[0];
+    expect(names.textContent).toBe(
       'In your code: model model, optimizer optimizer, batch batch, training cell [7]'
     );
+    // the variable names in code style, as text
+    expect(
+      Array.from(names.querySelectorAll('code')).map(c => c.textContent)
+    ).toEqual(['model', 'optimizer', 'batch']);
+    const meta = $(view, '.vramscope-Optimize-meta')[0];
+    expect(meta.textContent).toBe('model model · advice in 13 ms');
+    expect(meta.querySelector('code')!.textContent).toBe('model');
     expect($(view, '.vramscope-Optimize-note')[0].textContent).toContain(
       'GradScaler'
     );
@@ -749,6 +839,29 @@ describe('OptimizeView', () => {
       (view.node.querySelector('.vramscope-Optimize-finder') as HTMLElement)
         .hidden
     ).toBe(true);
+    // no model found: no timing (the kernel's empty answer says 0 ms)
+    session.nextAdvice = advice({
+      model: null,
+      suggestions: [],
+      mistakes: [],
+      finder_code: null,
+      compute_ms: 0
+    });
+    await view.model!.refresh();
+    render(view);
+    expect(
+      view.node.querySelector('.vramscope-Optimize-meta')!.textContent
+    ).toBe('');
+    // a name that looks like markup stays text
+    session.nextAdvice = advice({
+      model: '<b>m</b>',
+      compute_ms: 61.14
+    });
+    await view.model!.refresh();
+    render(view);
+    const meta = view.node.querySelector('.vramscope-Optimize-meta')!;
+    expect(meta.textContent).toBe('model <b>m</b> · advice in 61 ms');
+    expect(meta.querySelector('b')).toBeNull();
     session.nextAdvice = 'nope';
     await view.model!.refresh();
     render(view);
