@@ -110,6 +110,33 @@ def test_accumulation_keeps_the_update_and_lowers_the_peak(k: KernelHarness) -> 
     assert outcome["missed"] is False
 
 
+def test_an_accumulating_cell_is_not_wrapped_again(k: KernelHarness) -> None:
+    """Once the rewrite ran as the training cell, advice does not wrap it in a second
+    micro-batch loop: no accumulation on it, a note saying it already accumulates."""
+    k.run_ok(TRAIN, "train-plain")
+    code = by_technique(advise(k), "accumulation")["code"]
+    k.run_ok(code, "train-accumulating")
+    advice = advise(k)
+    assert advice["training_cell"]["cell_id"] == "train-accumulating"
+    assert not [s for s in advice["suggestions"] if s["technique"] == "accumulation"]
+    count = advice["training_cell"]["execution_count"]
+    assert (
+        f"gradient accumulation: training cell [{count}] already runs 2 micro-batches per "
+        "step: to split further, raise its accum_steps"
+    ) in advice["notes"]
+    for s in advice["suggestions"]:  # no other rewrite nests the loop either
+        assert s["code"].count("# vramscope: accumulate:") <= 1
+        assert "_micro_micro" not in s["code"]
+    # the marker deleted, the loop kept: still recognised
+    k.run_ok(code.replace("# vramscope: accumulate:2\n", ""), "train-unmarked")
+    advice = advise(k)
+    assert advice["training_cell"]["cell_id"] == "train-unmarked"
+    assert not [s for s in advice["suggestions"] if s["technique"] == "accumulation"]
+    # the plain cell again: offered again
+    k.run_ok(TRAIN, "train-plain-again")
+    assert by_technique(advise(k), "accumulation")["id"] == "accumulate:2"
+
+
 def test_freeing_the_output_cache_releases_its_bytes(k: KernelHarness) -> None:
     k.run_ok("torch.ones(4 * 2**20)  # 16 MiB, shown: IPython's Out keeps it", "show")
     count = value(k, "max(Out)")

@@ -7,6 +7,7 @@ so ``k`` micro-batches keep about ``1/k`` of them at the step's peak.
 from __future__ import annotations
 
 import ast
+import re
 
 from ..codegen import CannotRewrite, rewrite_accumulation
 from ..context import Context
@@ -21,6 +22,23 @@ def micro_steps(batch: int) -> int | None:
     for k in range(2, min(batch, 64) + 1):
         if batch % k == 0:
             return k
+    return None
+
+
+_MARKER = re.compile(r"^[ \t]*#[ \t]*vramscope:[ \t]*accumulate:(\d+)\b", re.M)
+_STEPS = re.compile(r"^[ \t]*accum_steps[ \t]*=[ \t]*(\d+)\b", re.M)
+
+
+def accumulating(source: str) -> int | None:
+    """The micro-batches per step of a cell that already accumulates, else None: the
+    rewrite's marker (``# vramscope: accumulate:2``), or an ``accum_steps = k`` with a
+    ``.chunk(accum_steps)`` loop (the rewrite's code with its marker deleted)."""
+    marker = _MARKER.search(source)
+    if marker:
+        return int(marker.group(1))
+    steps = _STEPS.search(source)
+    if steps and ".chunk(accum_steps)" in source:
+        return int(steps.group(1))
     return None
 
 
@@ -54,6 +72,14 @@ def batch_vars(ctx: Context) -> list[str]:
 
 def suggest(ctx: Context) -> list[Suggestion]:
     if not ctx.layers or ctx.training is None or not ctx.batch_size:
+        return []
+    done = accumulating(ctx.training.source)
+    if done is not None:
+        # wrapping the rewritten cell again would nest a second micro-batch loop in the first
+        ctx.notes.append(
+            f"gradient accumulation: training cell [{ctx.training.execution_count}] already "
+            f"runs {done} micro-batches per step: to split further, raise its accum_steps"
+        )
         return []
     k = micro_steps(ctx.batch_size)
     before = ctx.activation_bytes
