@@ -122,6 +122,13 @@ test.describe('Optimize (issue 10)', () => {
       await expect(optimize.locator('.vramscope-Optimize-names')).toContainText(
         `training cell [${trainingCount}]`
       );
+      // the variable names in code style; the header says what the time is
+      await expect(
+        optimize.locator('.vramscope-Optimize-names code').first()
+      ).toHaveText('model');
+      await expect(optimize.locator('.vramscope-Optimize-meta')).toHaveText(
+        /^model model · advice in (<0\.1|[\d.]+) ms$/
+      );
       const saving = Number(await card.getAttribute('data-saving-bytes'));
       expect(saving).toBeGreaterThan(2 ** 20);
       await expect(card.locator('.vramscope-Optimize-saving')).toHaveText(
