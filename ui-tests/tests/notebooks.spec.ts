@@ -8,28 +8,7 @@
 import { expect, IJupyterLabPageFixture } from '@jupyterlab/galata';
 
 import { openPanel, rows, runCode, test } from './lab';
-import { watchDebugRequests } from './utils';
-
-const EMPTY_NOTEBOOK = JSON.stringify({
-  cells: [
-    {
-      cell_type: 'code',
-      source: '',
-      metadata: {},
-      outputs: [],
-      execution_count: null
-    }
-  ],
-  metadata: {
-    kernelspec: {
-      name: 'python3',
-      display_name: 'Python 3',
-      language: 'python'
-    }
-  },
-  nbformat: 4,
-  nbformat_minor: 5
-});
+import { openNotebookFile } from './notebookfile';
 
 /**
  * A new notebook `dir`/`name` (written through the contents API, so it keeps its name and
@@ -40,24 +19,7 @@ async function newNotebook(
   dir: string,
   name: string
 ): Promise<void> {
-  watchDebugRequests(page);
-  await page.contents.uploadContent(EMPTY_NOTEBOOK, 'text', `${dir}/${name}`);
-  await page.evaluate(async path => {
-    await (window as any).jupyterapp.commands.execute('docmanager:open', {
-      path,
-      factory: 'Notebook'
-    });
-  }, `${dir}/${name}`);
-  await expect
-    .poll(
-      () =>
-        page.evaluate(() => {
-          const w = (window as any).jupyterapp.shell.currentWidget;
-          return `${w?.context?.path}:${!!w?.sessionContext?.session?.kernel}`;
-        }),
-      { timeout: 60_000 }
-    )
-    .toBe(`${dir}/${name}:true`);
+  await openNotebookFile(page, `${dir}/${name}`, ['']);
   await page.sidebar.close('left');
   await openPanel(page);
   await expect(

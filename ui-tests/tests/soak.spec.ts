@@ -9,7 +9,7 @@
 import { expect, IJupyterLabPageFixture } from '@jupyterlab/galata';
 
 import { openPanel, rows, runAll, test } from './lab';
-import { watchDebugRequests } from './utils';
+import { openNotebookFile } from './notebookfile';
 
 const CELLS = 40;
 const MIB = 1024 * 1024;
@@ -18,33 +18,13 @@ const HEAP_BOUND = 96 * MIB;
 /** Growth allowed between two rounds in the same page (after GC). */
 const ROUND_GROWTH = 8 * MIB;
 
-function notebook(): string {
-  const cells = [
-    'import vramscope\nvramscope.settings(sample_hz=50)',
-    ...Array.from(
-      { length: CELLS - 1 },
-      (_, i) => `soak_${i} = bytearray(${(i % 5) + 1} * 1024 * 1024)`
-    )
-  ].map(source => ({
-    cell_type: 'code',
-    source,
-    metadata: {},
-    outputs: [],
-    execution_count: null
-  }));
-  return JSON.stringify({
-    cells,
-    metadata: {
-      kernelspec: {
-        name: 'python3',
-        display_name: 'Python 3',
-        language: 'python'
-      }
-    },
-    nbformat: 4,
-    nbformat_minor: 5
-  });
-}
+const SOURCES = [
+  'import vramscope\nvramscope.settings(sample_hz=50)',
+  ...Array.from(
+    { length: CELLS - 1 },
+    (_, i) => `soak_${i} = bytearray(${(i % 5) + 1} * 1024 * 1024)`
+  )
+];
 
 async function heapAfterGc(page: IJupyterLabPageFixture): Promise<number> {
   const cdp = await page.context().newCDPSession((page as any).page);
@@ -68,15 +48,7 @@ test('soak: Run All three times with a page reload before the third', async ({
   test.setTimeout(170_000);
   const errors: string[] = [];
   page.on('pageerror', err => errors.push(String(err)));
-  watchDebugRequests(page);
-  const file = `${tmpPath}/soak.ipynb`;
-  await page.contents.uploadContent(notebook(), 'text', file);
-  await page.evaluate(async path => {
-    await (window as any).jupyterapp.commands.execute('docmanager:open', {
-      path,
-      factory: 'Notebook'
-    });
-  }, file);
+  await openNotebookFile(page, `${tmpPath}/soak.ipynb`, SOURCES);
   await connected(page);
 
   await runAll(page);

@@ -1,0 +1,58 @@
+/**
+ * Notebooks written through the contents API and opened by path (no rename, unlike galata's
+ * createNew(name), so every page that opens the path gets the same kernel session).
+ */
+import { expect, IJupyterLabPageFixture } from '@jupyterlab/galata';
+
+import { watchDebugRequests } from './utils';
+
+/** A python3 notebook of code cells with these sources, as .ipynb JSON. */
+export function notebookJson(sources: string[]): string {
+  return JSON.stringify({
+    cells: sources.map(source => ({
+      cell_type: 'code',
+      source,
+      metadata: {},
+      outputs: [],
+      execution_count: null
+    })),
+    metadata: {
+      kernelspec: {
+        name: 'python3',
+        display_name: 'Python 3',
+        language: 'python'
+      }
+    },
+    nbformat: 4,
+    nbformat_minor: 5
+  });
+}
+
+/**
+ * Write the notebook `path` with these cell sources and open it; resolves once it is the
+ * current widget and its kernel session exists.
+ */
+export async function openNotebookFile(
+  page: IJupyterLabPageFixture,
+  path: string,
+  sources: string[]
+): Promise<void> {
+  watchDebugRequests(page);
+  await page.contents.uploadContent(notebookJson(sources), 'text', path);
+  await page.evaluate(async path => {
+    await (window as any).jupyterapp.commands.execute('docmanager:open', {
+      path,
+      factory: 'Notebook'
+    });
+  }, path);
+  await expect
+    .poll(
+      () =>
+        page.evaluate(() => {
+          const w = (window as any).jupyterapp.shell.currentWidget;
+          return `${w?.context?.path}:${!!w?.sessionContext?.session?.kernel}`;
+        }),
+      { timeout: 60_000 }
+    )
+    .toBe(`${path}:true`);
+}
