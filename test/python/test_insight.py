@@ -130,17 +130,25 @@ def test_saved_bytes_match_bytes_freed_when_graph_dropped(
         pytest.skip("no CPU in-use measurement")
     model = transformer()
     ns["model"] = model
-    x = torch.randn(4, 32, 64)
-    loss = model(x).square().mean()
-    del x
-    tracked = engine.tracker.total_bytes()
-    gc.collect()
-    before = cpu_in_use_bytes()
-    del loss
-    after = cpu_in_use_bytes()
-    assert before is not None and after is not None
+    errors = []
+    # Three tries: another thread's allocation between the two readings (pytest's, torch's)
+    # adds noise to one try; a counting error would show in every try.
+    for attempt in range(3):
+        engine.begin_cell(f"try-{attempt}", attempt + 1)  # each cell's first forward is tracked
+        x = torch.randn(4, 32, 64)
+        loss = model(x).square().mean()
+        del x
+        tracked = engine.tracker.total_bytes()
+        assert tracked > 1024 * KIB
+        gc.collect()
+        before = cpu_in_use_bytes()
+        del loss
+        after = cpu_in_use_bytes()
+        assert before is not None and after is not None
+        errors.append(abs((before - after) - tracked))
+        assert engine.tracker.total_bytes() == 0
     # allocator and graph-node overheads only: a few KiB on ~1.5 MiB
-    assert abs((before - after) - tracked) < 64 * KIB
+    assert min(errors) < 64 * KIB, errors
     assert engine.tracker.total_bytes() == 0
 
 
