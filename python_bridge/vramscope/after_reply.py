@@ -13,12 +13,22 @@ callback ran (a queued "Run All") calls ``flush()`` in its ``pre_run_cell``, bef
 its own starting readings, and a callback that fires while a cell is running (an async cell
 awaiting) leaves the work queued for that cell's end. Without a running event loop (a plain
 IPython shell) the work runs at once, as it would in the hook.
+
+The callback waits for ``delay_s`` of *idleness*: when another cell ended since the work was
+queued (a Run All: the requests wait in the kernel's socket, and each cell's reply is followed
+at once by the next cell), it waits again from that cell's end. Measured in a Run All of
+``pass`` cells with torch imported: firing ``delay_s`` after the first reply ran the work
+between nearly every two cells (a pass cell's round trip takes longer than ``delay_s``),
+~1 ms of model insight and a one-record ``cell`` message each time. The records do not wait
+for the Run All to end: a cell starting when the oldest has waited its limit sends them
+(vramscope.cell_outbox).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from typing import Any, Callable
 
 Job = Callable[[], None]
@@ -40,6 +50,9 @@ class AfterReply:
         self._delay_s = delay_s
         self._jobs: list[tuple[str | None, Job]] = []
         self._handle: Any = None
+        #: when work was last queued from outside a flush (a cell's end), monotonic seconds
+        self._queued_at = 0.0
+        self._flushing = False
 
     @property
     def pending(self) -> int:
@@ -51,6 +64,8 @@ class AfterReply:
         if key is not None:
             self._jobs = [(k, j) for k, j in self._jobs if k != key]
         self._jobs.append((key, job))
+        if not self._flushing:  # a job queuing more work is not a cell ending
+            self._queued_at = time.monotonic()
         if self._handle is not None:
             return
         try:
@@ -65,6 +80,17 @@ class AfterReply:
         first, then keyed work, unless ``keep_keyed`` keeps it queued for an idle kernel.
         Unkeyed work may submit keyed work (the cell message's job queues the insight)."""
         self._cancel_callback()
+        self._flushing = True
+        try:
+            self._run_jobs(keep_keyed)
+        finally:
+            self._flushing = False
+        if not self._jobs:
+            self._cancel_callback()  # a job may have submitted (and scheduled) more
+        elif self._handle is None:
+            self._schedule(self._delay_s)
+
+    def _run_jobs(self, keep_keyed: bool) -> None:
         while self._jobs:
             index = next((i for i, (key, _) in enumerate(self._jobs) if key is None), None)
             if index is None:
@@ -76,11 +102,10 @@ class AfterReply:
                 job()
             except Exception as exc:
                 self._on_error(exc)
-        if not self._jobs:
-            self._cancel_callback()  # a job may have submitted (and scheduled) more
-        elif self._handle is None:
-            with contextlib.suppress(RuntimeError):
-                self._handle = asyncio.get_running_loop().call_later(self._delay_s, self._fire)
+
+    def _schedule(self, delay_s: float) -> None:
+        with contextlib.suppress(RuntimeError):
+            self._handle = asyncio.get_running_loop().call_later(delay_s, self._fire)
 
     def discard(self) -> None:
         """Drop the queued work (the bridge is being unloaded)."""
@@ -91,6 +116,10 @@ class AfterReply:
         self._handle = None
         if self._busy():
             return  # an async cell is awaiting: its post_run_cell queues and schedules again
+        wait = self._delay_s - (time.monotonic() - self._queued_at)
+        if wait > 0:  # another cell ended since (a Run All goes on): wait for idleness
+            self._schedule(wait)
+            return
         self.flush()
 
     def _cancel_callback(self) -> None:

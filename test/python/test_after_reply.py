@@ -144,3 +144,26 @@ def test_kept_keyed_work_runs_after_the_delay_without_another_submit() -> None:
 
     asyncio.run(cell())
     assert ran == ["insight"]
+
+
+def test_a_run_all_keeps_keyed_work_until_the_kernel_is_idle() -> None:
+    """Cells that end less than the delay apart (a Run All: each reply followed at once by the
+    next cell) keep the keyed work (insight) queued; it runs once, the delay after the last."""
+    queue, ran, _ = _queue(delay_s=0.04)
+    times: list[float] = []
+
+    async def run_all() -> tuple[list[str], float]:
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        for i in range(8):  # cell i: runs 15 ms (the loop runs between cells), then ends
+            queue.flush(keep_keyed=True)  # its pre_run_cell
+            await asyncio.sleep(0.015)
+            queue.submit(lambda: (ran.append("insight"), times.append(loop.time())), key="ins")
+        during = list(ran)
+        await asyncio.sleep(0.2)
+        return during, start
+
+    during, start = asyncio.run(run_all())
+    assert during == []  # 8 cells x 15 ms: the 40 ms delay never passed without a cell ending
+    assert ran == ["insight"]
+    assert times[0] - start >= 8 * 0.015 + 0.04 - 0.005

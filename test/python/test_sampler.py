@@ -7,7 +7,14 @@ import threading
 import time
 
 from vramscope.protocol import Sample
-from vramscope.sampler import MAX_MESSAGES_PER_S, MAX_PENDING, THREAD_NAME, RingBuffer, Sampler
+from vramscope.sampler import (
+    BUSY_MESSAGES_PER_S,
+    MAX_MESSAGES_PER_S,
+    MAX_PENDING,
+    THREAD_NAME,
+    RingBuffer,
+    Sampler,
+)
 
 
 class Counter:
@@ -155,3 +162,23 @@ def test_import_outside_ipython_is_harmless() -> None:
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[] vramscope.report/1"
+
+
+def test_while_a_cell_runs_batches_go_out_half_as_often() -> None:
+    """Each message wakes ipykernel's IOPub thread: while a cell runs (window open) the
+    sampler sends at most BUSY_MESSAGES_PER_S, and back at MAX_MESSAGES_PER_S when idle."""
+
+    def batches_in(seconds: float, busy: bool) -> int:
+        sink = ListSink()
+        sampler = Sampler(Counter(), RingBuffer(10_000), sink)
+        if busy:
+            sampler.open_window()
+        sampler.set_rate(50)
+        time.sleep(seconds)
+        sampler.stop()
+        return len(sink.batches)
+
+    busy, idle = batches_in(1.6, True), batches_in(1.6, False)
+    assert BUSY_MESSAGES_PER_S < MAX_MESSAGES_PER_S
+    assert busy <= BUSY_MESSAGES_PER_S * 1.6 + 1, busy
+    assert idle > busy, (idle, busy)
