@@ -88,6 +88,8 @@ export interface ILayerInfo {
   grad_bytes: number;
   /** Since 1.1: `saved_bytes` split by the saved tensors' dtype (absent when 0). */
   saved_by_dtype?: { [dtype: string]: number };
+  /** Since 1.1: `peak_saved_bytes` split by dtype (absent when 0). */
+  peak_saved_by_dtype?: { [dtype: string]: number };
   /** Since 1.1: the module's forward starts a checkpointed region (non-reentrant). */
   checkpointed?: boolean;
 }

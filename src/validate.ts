@@ -210,9 +210,10 @@ namespace Private {
       param_bytes: bytes,
       grad_bytes: bytes,
       saved_by_dtype: record(bytes),
+      peak_saved_by_dtype: record(bytes),
       checkpointed: bool
     },
-    ['saved_by_dtype', 'checkpointed']
+    ['saved_by_dtype', 'peak_saved_by_dtype', 'checkpointed']
   );
 
   // Breakdown parts are derived by subtraction on the kernel side: integers, sign not enforced.

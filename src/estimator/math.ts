@@ -64,9 +64,17 @@ export interface IBar {
   key: string;
   label: string;
   bytes: number;
-  /** Width in percent of the scale (0..100). */
+  /**
+   * Width in percent (0..100): a part's share of the total; the total's share of the larger
+   * of the total and the GPU (its row carries the GPU marker).
+   */
   percent: number;
+  /** The part's share of the total, percent (the total: 100). */
+  share: number;
 }
+
+/** A part that is not 0 is drawn at least this wide (percent), its exact figure beside it. */
+export const MIN_VISIBLE_PERCENT = 1.5;
 
 export interface IBars {
   bars: IBar[];
@@ -80,22 +88,28 @@ export interface IBars {
 }
 
 /**
- * The bars of an estimate against a GPU of `gpuBytes`: every width is a share of the larger
- * of the total and the GPU size, so the GPU marker and the total bar compare by eye.
+ * The bars of an estimate against a GPU of `gpuBytes`. The parts are drawn as shares of the
+ * total (a small part next to an 80 GiB GPU stays visible; a part that is not 0 gets at least
+ * `MIN_VISIBLE_PERCENT`); the total row is drawn on the scale of the larger of the total and
+ * the GPU, with the GPU marker, so the two compare by eye.
  */
 export function estimateBars(estimate: IEstimate, gpuBytes: number): IBars {
   const total = estimate.total;
   const scale = Math.max(total, gpuBytes, 1);
   const pct = (bytes: number) => Math.min(100, (100 * bytes) / scale);
-  const bars = PARTS.map(({ key, label }) => {
+  const share = (bytes: number) => (total > 0 ? (100 * bytes) / total : 0);
+  const bars: IBar[] = PARTS.map(({ key, label }) => {
     const bytes = estimate[key] as number;
-    return { key: String(key), label, bytes, percent: pct(bytes) };
+    const part = share(bytes);
+    const percent = bytes > 0 ? Math.max(part, MIN_VISIBLE_PERCENT) : 0;
+    return { key: String(key), label, bytes, percent, share: part };
   });
   bars.push({
     key: 'total',
     label: 'Total',
     bytes: total,
-    percent: pct(total)
+    percent: pct(total),
+    share: 100
   });
   return {
     bars,
@@ -105,6 +119,18 @@ export function estimateBars(estimate: IEstimate, gpuBytes: number): IBars {
     fits: total <= gpuBytes,
     headroom: gpuBytes - total
   };
+}
+
+/**
+ * How the verdict is shown: `info` (neutral) until the user asked about a configuration of
+ * their own (typed, picked or changed something, or a kernel model is estimated), then
+ * `fits` / `nofit`.
+ */
+export function verdictState(
+  fits: boolean,
+  asked: boolean
+): 'fits' | 'nofit' | 'info' {
+  return !asked ? 'info' : fits ? 'fits' : 'nofit';
 }
 
 /** A GPU size in GiB from text (custom size): a positive number, else null. */

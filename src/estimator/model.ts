@@ -15,8 +15,10 @@ export interface IEstimatorInputs {
   /** A namespace model's name; '' for the typed size; null: the watched model (or typed). */
   source: string | null;
   sizeText: string;
-  precision: string;
-  optimizer: string;
+  /** null: what the model's setup measures as (`IEstimate.measured`), else bf16-mixed. */
+  precision: string | null;
+  /** null: the optimizer found over the model's parameters, else AdamW. */
+  optimizer: string | null;
   /** Per GPU; null: the measured batch size. */
   batchSize: number | null;
   nGpus: number;
@@ -30,8 +32,8 @@ export interface IEstimatorInputs {
 export const DEFAULT_INPUTS: IEstimatorInputs = {
   source: null,
   sizeText: '7B',
-  precision: 'bf16-mixed',
-  optimizer: 'adamw',
+  precision: null,
+  optimizer: null,
   batchSize: null,
   nGpus: 1,
   zeroStage: 0,
@@ -104,7 +106,22 @@ export class EstimatorModel implements IDisposable {
     this._schedule();
   }
 
+  /**
+   * Whether the estimate answers a question of the user's: they changed an input, or it is
+   * for a kernel model. False for the example size shown before either (the empty state).
+   */
+  get asked(): boolean {
+    return this._touched || this.effectiveSource !== '';
+  }
+
+  /** The empty state: no kernel model and nothing typed or chosen yet. */
+  get isEmpty(): boolean {
+    return !this.asked && this.models.length === 0;
+  }
+
+  /** The user's change of inputs (`asked` becomes true). */
   setInputs(patch: Partial<IEstimatorInputs>): void {
+    this._touched = true;
     this._inputs = { ...this._inputs, ...patch };
     this._schedule();
   }
@@ -113,8 +130,9 @@ export class EstimatorModel implements IDisposable {
   params(): IEstimateParams | string {
     const inputs = this._inputs;
     const options = {
-      precision: inputs.precision,
-      optimizer: inputs.optimizer,
+      // left out: the kernel uses what the model measures as, else its default
+      ...(inputs.precision !== null ? { precision: inputs.precision } : {}),
+      ...(inputs.optimizer !== null ? { optimizer: inputs.optimizer } : {}),
       batch_size: inputs.batchSize,
       n_gpus: inputs.nGpus,
       zero_stage: inputs.zeroStage,
@@ -204,6 +222,7 @@ export class EstimatorModel implements IDisposable {
   private _estimate: IEstimate | null = null;
   private _error: string | null = null;
   private _active = false;
+  private _touched = false;
   private _stale = true;
   private _seq = 0;
   private _disposed = false;

@@ -10,10 +10,19 @@ import { formatBytes, Units } from '../format';
 import type { IMemorySession, IMemorySessionView } from '../tokens';
 import { h } from '../panel/base';
 import {
+  activationLine,
+  fromMeasurement,
+  measuredLine,
+  OPTIMIZERS,
+  otherNotes,
+  PRECISIONS
+} from './describe';
+import {
   estimateBars,
   formatParamCount,
   GPU_PRESETS_GIB,
-  parseGiB
+  parseGiB,
+  verdictState
 } from './math';
 import { EstimatorModel, IEstimatorInputs } from './model';
 
@@ -21,21 +30,6 @@ import { EstimatorModel, IEstimatorInputs } from './model';
 const TYPED = '';
 const CUSTOM = 'custom';
 
-const PRECISIONS: ReadonlyArray<[string, string]> = [
-  ['bf16-mixed', 'bf16 mixed'],
-  ['16-mixed', 'fp16 mixed'],
-  ['32-true', 'fp32'],
-  ['bf16-true', 'bf16 (pure)'],
-  ['16-true', 'fp16 (pure)']
-];
-const OPTIMIZERS: ReadonlyArray<[string, string]> = [
-  ['adamw', 'AdamW'],
-  ['adam', 'Adam'],
-  ['adamw-8bit', 'AdamW 8-bit'],
-  ['adafactor', 'Adafactor'],
-  ['sgd-momentum', 'SGD + momentum'],
-  ['sgd', 'SGD']
-];
 const STAGES: ReadonlyArray<[string, string]> = [
   ['0', 'none (DDP)'],
   ['1', 'ZeRO-1'],
@@ -161,8 +155,8 @@ export class EstimatorView extends Widget implements IMemorySessionView {
     const source = model.effectiveSource;
     this._fillSources(source);
     this._size.disabled = source !== TYPED;
+    const estimate = model.estimate;
     if (source !== TYPED) {
-      const estimate = model.estimate;
       this._size.value =
         estimate?.model === source
           ? formatParamCount(estimate.param_count)
@@ -170,8 +164,12 @@ export class EstimatorView extends Widget implements IMemorySessionView {
     } else if (document.activeElement !== this._size) {
       this._size.value = inputs.sizeText;
     }
-    this._precision.value = inputs.precision;
-    this._optimizer.value = inputs.optimizer;
+    const measured = fromMeasurement(estimate, inputs);
+    this._precision.value =
+      inputs.precision ?? estimate?.precision ?? 'bf16-mixed';
+    this._optimizer.value = inputs.optimizer ?? estimate?.optimizer ?? 'adamw';
+    this._mark(this._precision, measured.precision);
+    this._mark(this._optimizer, measured.optimizer);
     this._stage.value = String(inputs.zeroStage);
     this._offload.value = inputs.offload;
     const preset = GPU_PRESETS_GIB.includes(inputs.gpuGiB);
@@ -207,19 +205,33 @@ export class EstimatorView extends Widget implements IMemorySessionView {
     const units = this._units();
     const fmt = (bytes: number) => formatBytes(bytes, { units });
     const nodes: HTMLElement[] = [];
+    if (model.isEmpty) {
+      nodes.push(
+        h(
+          'div',
+          'vramscope-Estimator-empty',
+          'No model in the kernel yet. Type a parameter count (7B, 125M, 350k) to see what ' +
+            'training it needs per GPU, or run a forward and backward of your model with ' +
+            'vramscope loaded to estimate from it, with its activations measured. ' +
+            'Below: the example size.'
+        )
+      );
+    }
     if (model.error) {
       nodes.push(h('div', 'vramscope-Estimator-error', model.error));
     }
     if (estimate && !model.error) {
       const out = estimateBars(estimate, model.gpuBytes);
+      const state = verdictState(out.fits, model.asked);
       const verdict = h(
         'div',
-        `vramscope-Estimator-verdict ${out.fits ? 'vramscope-mod-fits' : 'vramscope-mod-nofit'}`,
+        `vramscope-Estimator-verdict vramscope-mod-${state}`,
         out.fits
           ? `Fits in ${fmt(out.gpuBytes)}: ${fmt(out.headroom)} free`
-          : `Does not fit in ${fmt(out.gpuBytes)}: ${fmt(-out.headroom)} over`
+          : `${state === 'info' ? 'Needs more than' : 'Does not fit in'} ${fmt(out.gpuBytes)}: ${fmt(-out.headroom)} over`
       );
       verdict.dataset.fits = String(out.fits);
+      verdict.dataset.state = state;
       nodes.push(verdict);
       const bars = h('div', 'vramscope-Estimator-bars');
       for (const bar of out.bars) {
@@ -228,14 +240,26 @@ export class EstimatorView extends Widget implements IMemorySessionView {
         const track = h('div', 'vramscope-Estimator-track');
         const fill = h('div', 'vramscope-Estimator-fill');
         fill.style.width = `${bar.percent.toFixed(2)}%`;
-        const marker = h('div', 'vramscope-Estimator-gpu');
-        marker.style.left = `${out.gpuPercent.toFixed(2)}%`;
-        marker.title = `GPU: ${fmt(out.gpuBytes)}`;
-        track.append(fill, marker);
+        track.appendChild(fill);
+        let text = fmt(bar.bytes);
+        if (bar.key === 'total') {
+          const marker = h('div', 'vramscope-Estimator-gpu');
+          marker.style.left = `${out.gpuPercent.toFixed(2)}%`;
+          marker.title = `GPU: ${fmt(out.gpuBytes)}`;
+          track.appendChild(marker);
+          track.title = `Total against the GPU's ${fmt(out.gpuBytes)} (marker)`;
+        } else {
+          track.title = `${bar.share.toFixed(1)}% of the total`;
+        }
+        const value = h('span', 'vramscope-Estimator-value', text);
+        if (bar.key !== 'total') {
+          text = `${bar.share < 1 && bar.bytes > 0 ? '<1' : bar.share.toFixed(0)}%`;
+          value.appendChild(h('span', 'vramscope-Estimator-share', text));
+        }
         row.append(
           h('span', 'vramscope-Estimator-label', bar.label),
           track,
-          h('span', 'vramscope-Estimator-value', fmt(bar.bytes))
+          value
         );
         bars.appendChild(row);
       }
@@ -248,20 +272,31 @@ export class EstimatorView extends Widget implements IMemorySessionView {
             (estimate.cpu_offloaded
               ? `; ${fmt(estimate.cpu_offloaded)} on the CPU`
               : '') +
-            (estimate.activation_source === 'measured'
-              ? `; activations measured (batch ${estimate.batch_size})`
-              : '; activations not measured')
+            `; ${activationLine(estimate)}`
         )
       );
-      if (estimate.notes.length) {
+      const line = measuredLine(estimate);
+      if (line) {
+        nodes.push(h('div', 'vramscope-Estimator-measured', line));
+      }
+      const rest = otherNotes(estimate);
+      if (rest.length) {
         const notes = h('ul', 'vramscope-Estimator-notes');
-        for (const note of estimate.notes) {
+        for (const note of rest) {
           notes.appendChild(h('li', '', note));
         }
         nodes.push(notes);
       }
     }
     this._result.replaceChildren(...nodes);
+  }
+
+  /** Marks a control whose value came from the model's measured setup. */
+  private _mark(control: HTMLElement, measured: boolean): void {
+    control.classList.toggle('vramscope-mod-measured', measured);
+    const label = control.previousElementSibling as HTMLElement | null;
+    label?.classList.toggle('vramscope-mod-measured', measured);
+    control.title = measured ? 'From the model: what was measured' : '';
   }
 
   private _select(

@@ -7,6 +7,53 @@ import { Widget } from '@lumino/widgets';
 import { formatBytes } from '../format';
 import type { IHolder } from '../protocol';
 
+/**
+ * What each holder kind the kernel sends means, in words (python_bridge/vramscope/insight/
+ * holder_scan.py names them).
+ */
+export const KIND_LABELS: { readonly [kind: string]: string } = {
+  graph_retention: 'keeps an autograd graph',
+  tensor: 'tensor',
+  module: 'model (nn.Module)',
+  optimizer: 'optimizer state',
+  container: 'container of tensors',
+  object: 'object holding tensors',
+  output_cache: "IPython's output cache",
+  traceback: "a failed cell's traceback"
+};
+
+/** The words for a holder kind; an unknown kind with its underscores as spaces. */
+export function holderKindLabel(kind: string): string {
+  return KIND_LABELS[kind] ?? kind.replace(/_/g, ' ');
+}
+
+/**
+ * The kind as shown beside the name: '' when it would repeat the name (a variable named
+ * `optimizer` that is an optimizer, `model` a model).
+ */
+export function holderKindText(name: string, kind: string): string {
+  const label = holderKindLabel(kind);
+  const norm = (text: string) => text.toLowerCase().replace(/[\s_]+/g, ' ');
+  const n = norm(name).trim();
+  const first = norm(label).split(' ')[0];
+  return n && (n === norm(kind) || n === first) ? '' : label;
+}
+
+/**
+ * A holder's name with a line-break opportunity after each `.`, `_`, `[` and `/` so that it
+ * wraps between the parts of an identifier, never inside one.
+ */
+export function breakableName(name: string): (string | HTMLElement)[] {
+  const parts: (string | HTMLElement)[] = [];
+  for (const piece of name.split(/(?<=[._[/])/)) {
+    if (parts.length) {
+      parts.push(document.createElement('wbr'));
+    }
+    parts.push(piece);
+  }
+  return parts;
+}
+
 /** Holders by bytes, largest first (name breaks ties). */
 export function sortHolders(holders: ReadonlyArray<IHolder>): IHolder[] {
   return [...holders].sort(
@@ -84,8 +131,13 @@ export class HoldersView extends Widget {
       row.dataset.bytes = String(h.bytes);
       const name = row.insertCell();
       name.className = 'vramscope-Holders-name';
-      name.textContent = h.name;
-      row.insertCell().textContent = h.kind;
+      name.append(...breakableName(h.name));
+      name.title = h.name;
+      const kind = row.insertCell();
+      kind.className = 'vramscope-Holders-kind';
+      kind.dataset.kind = h.kind;
+      kind.textContent = holderKindText(h.name, h.kind);
+      kind.title = holderKindLabel(h.kind);
       const bytes = row.insertCell();
       bytes.className = 'vramscope-Holders-bytes';
       bytes.textContent = formatBytes(h.bytes);

@@ -15,7 +15,11 @@ import { xConverter } from './xaxis';
 /** The plot's margins (fixed: the lines' canvas is laid over the area they leave), px. */
 export const MARGIN_L = 56;
 export const MARGIN_X = MARGIN_L + 12;
-export const MARGIN_T = 10;
+/**
+ * Tall enough for plotly's mode bar (24 px at the top right, shown on hover) to sit above the
+ * plot area instead of over the newest cell band's label, which is drawn at the band's top.
+ */
+export const MARGIN_T = 28;
 export const MARGIN_B = 32;
 /** While following live, the window moves by this many pixels at a time. */
 export const FOLLOW_STEP_PX = 4;
@@ -135,6 +139,11 @@ export function buildFigure(input: IFigureInput): IBuiltFigure {
     showlegend: false,
     hovermode: 'closest',
     hoverlabel: { bgcolor: theme.background, font: { color: theme.text } },
+    modebar: {
+      bgcolor: 'rgba(0,0,0,0)',
+      color: theme.muted,
+      activecolor: theme.text
+    },
     dragmode: 'zoom',
     uirevision: `vramscope-timeline-${input.uirevision}`,
     // A linear axis in local ms with clock-time ticks (./ticks.ts): a date axis would parse

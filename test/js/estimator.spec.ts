@@ -13,7 +13,9 @@ import {
   estimateBars,
   formatParamCount,
   GIB,
-  parseParamCount
+  MIN_VISIBLE_PERCENT,
+  parseParamCount,
+  verdictState
 } from '../../src/estimator/math';
 import { EstimatorView } from '../../src/estimator/view';
 import { validateEstimate } from '../../src/validate';
@@ -117,8 +119,27 @@ describe('estimator math', () => {
     expect(out.fits).toBe(true);
     expect(out.headroom).toBe(40 * GIB - 31_406_250_000);
     expect(out.gpuPercent).toBe(100);
+    // parts are shares of the total; the total is drawn against the GPU
     const params = out.bars.find(b => b.key === 'parameters')!;
-    expect(params.percent).toBeCloseTo((100 * 15e9) / (40 * GIB), 10);
+    expect(params.share).toBeCloseTo((100 * 15e9) / 31_406_250_000, 10);
+    expect(params.percent).toBe(params.share);
+    expect(out.bars[5].percent).toBeCloseTo(
+      (100 * 31_406_250_000) / (40 * GIB),
+      10
+    );
+    expect(out.bars.reduce((a, b) => a + b.share, 0)).toBeCloseTo(200, 6);
+    // a tiny part that is not 0 stays visible; a 0 part is not drawn
+    const tiny = estimateBars(
+      { ...stage1, activations: 1000, gradients: 0 },
+      80 * GIB
+    );
+    const act = tiny.bars.find(b => b.key === 'activations')!;
+    expect(act.share).toBeLessThan(0.001);
+    expect(act.percent).toBe(MIN_VISIBLE_PERCENT);
+    expect(tiny.bars.find(b => b.key === 'gradients')!.percent).toBe(0);
+    expect(verdictState(false, false)).toBe('info');
+    expect(verdictState(false, true)).toBe('nofit');
+    expect(verdictState(true, true)).toBe('fits');
     expect(out.bars.map(b => b.key)).toEqual([
       'parameters',
       'gradients',
@@ -162,10 +183,9 @@ describe('EstimatorView', () => {
     expect(session.requests).toEqual([
       {
         method: 'estimate',
+        // no precision / optimizer chosen: the kernel's measured or default ones
         params: {
           params: 7e9,
-          precision: 'bf16-mixed',
-          optimizer: 'adamw',
           batch_size: null,
           n_gpus: 1,
           zero_stage: 0,
@@ -175,8 +195,14 @@ describe('EstimatorView', () => {
     ]);
     const verdict = view.node.querySelector('.vramscope-Estimator-verdict')!;
     // 16 bytes x 7B = 112 GB = 104.3 GiB > 80 GiB
-    expect(verdict.textContent).toBe('Does not fit in 80.0 GiB: 24.3 GiB over');
+    // the empty state: an explanation, and the example's verdict as information
+    expect(
+      view.node.querySelector('.vramscope-Estimator-empty')!.textContent
+    ).toContain('Type a parameter count');
+    expect(verdict.textContent).toBe('Needs more than 80.0 GiB: 24.3 GiB over');
     expect(verdict.getAttribute('data-fits')).toBe('false');
+    expect(verdict.getAttribute('data-state')).toBe('info');
+    expect(verdict.classList.contains('vramscope-mod-nofit')).toBe(false);
     const rows = view.node.querySelectorAll('.vramscope-Estimator-row');
     expect(rows.length).toBe(6);
     const total = view.node.querySelector(

@@ -427,7 +427,7 @@ describe('HoldersView', () => {
     expect(rows[1].querySelector('code')!.textContent).toBe(
       'losses.append(loss.item())'
     );
-    expect(rows[1].textContent).toContain('graph_retention');
+    expect(rows[1].textContent).toContain('keeps an autograd graph');
     const written: string[] = [];
     Object.defineProperty(navigator, 'clipboard', {
       value: { writeText: (s: string) => (written.push(s), Promise.resolve()) },

@@ -247,3 +247,13 @@ def test_activations_measured_in_a_real_kernel(kernel: Any) -> None:
     bad = kernel.request(control, "estimate", {"params": 1000, "precision": "fp8"})
     assert bad["type"] == "error" and bad["code"] == "invalid_params"
     assert "unknown precision" in bad["message"]
+    # since 1.1: with `model`, a precision / optimizer left out is what the model measures
+    # as (fp32 parameters and activations: 32-true; no optimizer in the namespace: AdamW)
+    reply = kernel.request(control, "estimate", {"model": "net"})
+    assert reply["type"] == "reply", reply
+    result = reply["result"]["estimate"]
+    assert result["precision"] == "32-true" and result["optimizer"] == "adamw"
+    assert result["measured"]["param_dtype"] == "float32"
+    assert result["measured"]["optimizer_variable"] is None
+    assert result["activation_dtype"] == "float32" and result["activation_scale"] == 1.0
+    assert result["activations"] == saved

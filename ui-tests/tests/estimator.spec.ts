@@ -6,7 +6,9 @@ import { panelBuilt } from './utils';
 const NET = [
   'import torch',
   'net = torch.nn.Sequential(torch.nn.Linear(256, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 256))',
-  'net(torch.randn(8, 256)).sum().backward()'
+  'opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)',
+  'net(torch.randn(8, 256)).sum().backward()',
+  'opt.step()'
 ].join('\n');
 
 test.describe('estimator (issue 11 item 4)', () => {
@@ -30,12 +32,30 @@ test.describe('estimator (issue 11 item 4)', () => {
     const field = (name: string) => body.locator(`[data-field="${name}"]`);
     const verdict = body.locator('.vramscope-Estimator-verdict');
 
+    // the empty state: no kernel model, the example size: an explanation, a neutral verdict
+    await expect(body.locator('.vramscope-Estimator-empty')).toContainText(
+      'Type a parameter count'
+    );
+    await expect(verdict).toHaveAttribute('data-state', 'info');
+    await expect(verdict).toHaveText('Needs more than 80.0 GiB: 24.3 GiB over');
+    // small parts stay visible: every part that is not 0 is drawn at least a few px wide
+    for (const part of ['parameters', 'gradients', 'master_weights']) {
+      const fill = body.locator(
+        `[data-part="${part}"] .vramscope-Estimator-fill`
+      );
+      expect((await fill.boundingBox())!.width).toBeGreaterThanOrEqual(2);
+    }
+    await body.screenshot({
+      path: test.info().outputPath('estimator-empty.png')
+    });
+
     // typed 7B, bf16-mixed AdamW: 16 bytes a parameter = 112 GB = 104.3 GiB
     await field('source').selectOption('');
     await field('size').fill('7B');
     await field('size').press('Enter');
     await field('size').blur();
     await expect(verdict).toHaveText('Does not fit in 80.0 GiB: 24.3 GiB over');
+    await expect(verdict).toHaveAttribute('data-state', 'nofit');
     await expect(
       body.locator('[data-part="total"] .vramscope-Estimator-value')
     ).toHaveText('104.3 GiB');
@@ -55,14 +75,29 @@ test.describe('estimator (issue 11 item 4)', () => {
     await field('stage').selectOption('0');
     await field('gpus').fill('1');
     await field('gpus').press('Tab');
-    await field('precision').selectOption('32-true');
+    // the defaults come from the model: fp32 parameters and activations, SGD with momentum
+    await expect(field('precision')).toHaveValue('32-true');
+    await expect(field('precision')).toHaveClass(/vramscope-mod-measured/);
+    await expect(field('optimizer')).toHaveValue('sgd-momentum');
+    await expect(body.locator('.vramscope-Estimator-measured')).toContainText(
+      'optimizer opt (SGD + momentum, 4.00 B/param of state)'
+    );
     await expect(body.locator('.vramscope-Estimator-meta')).toContainText(
-      'activations measured (batch 8)'
+      'activations measured at float32 (batch 8), not scaled'
     );
     // 8 x (256 + 1024) fp32 values saved: 40 KiB
     await expect(
       body.locator('[data-part="activations"] .vramscope-Estimator-value')
-    ).toHaveText('40.0 KiB');
+    ).toContainText('40.0 KiB');
+    // bf16 mixed: the fp32-measured activations scaled to bfloat16, and said so
+    await field('precision').selectOption('bf16-mixed');
+    await expect(field('precision')).not.toHaveClass(/vramscope-mod-measured/);
+    await expect(body.locator('.vramscope-Estimator-meta')).toContainText(
+      'activations measured at float32 (batch 8), scaled ×0.50 for bf16 mixed'
+    );
+    await expect(
+      body.locator('[data-part="activations"] .vramscope-Estimator-value')
+    ).toContainText('20.0 KiB');
     const box = (await body.boundingBox())!;
     expect(box.width).toBeLessThanOrEqual(280);
     await body.screenshot({ path: test.info().outputPath('estimator.png') });

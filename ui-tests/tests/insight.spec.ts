@@ -242,13 +242,33 @@ test.describe('model insight (issue 4)', () => {
         '.vramscope-Holders-row[data-name="losses"]'
       );
       await expect(losses).toBeVisible();
-      await expect(losses).toContainText('graph_retention');
+      await expect(losses.locator('.vramscope-Holders-kind')).toHaveText(
+        'keeps an autograd graph'
+      );
       await expect(losses.locator('.vramscope-Holders-why')).toContainText(
         'losses.append(loss)'
       );
       await expect(losses.locator('.vramscope-Holders-bytes')).toHaveText(
         /^[1-9][\d.]* MiB$/
       );
+      // the demo's template `layer` (nn.TransformerEncoder trains deep copies): no gradients,
+      // so `del`, not zero_grad; the `optimizer` row does not repeat its kind
+      const layer = insight.locator(
+        '.vramscope-Holders-row[data-name="layer"]'
+      );
+      await expect(layer.locator('.vramscope-Holders-kind')).toHaveText(
+        'model (nn.Module)'
+      );
+      await expect(layer.locator('.vramscope-Holders-fix code')).toHaveText(
+        /^del layer/
+      );
+      const optimizer = insight.locator(
+        '.vramscope-Holders-row[data-name="optimizer"]'
+      );
+      await expect(optimizer.locator('.vramscope-Holders-kind')).toHaveText('');
+      await insight.locator('.vramscope-Holders').screenshot({
+        path: test.info().outputPath('holders.png')
+      });
     });
 
     await panel.evaluate(node => (node.scrollTop = 0));

@@ -11,6 +11,8 @@ from typing import Any
 from .measured import Measurement
 from .optimizers import get_optimizer, state_bytes
 from .precisions import get_precision
+from .scaling import scale as scale_activations
+from .setup import MeasuredSetup
 from .sharding import Parts, get_gpus, get_offload, get_stage, per_gpu
 
 _SUFFIXES = {"": 1, "k": 10**3, "m": 10**6, "b": 10**9, "g": 10**9, "t": 10**12}
@@ -43,6 +45,12 @@ class Estimate:
     activation_per_sample: float | None
     model: str | None = None
     notes: list[str] = field(default_factory=list)
+    #: since 1.1: the dtype the activations were measured at, and the factor applied to them
+    #: for this precision's compute dtype (None without a measurement)
+    activation_dtype: str | None = None
+    activation_scale: float | None = None
+    #: since 1.1: what the model's setup measures as (a model estimate only)
+    measured: MeasuredSetup | None = None
 
     @property
     def model_states(self) -> int:
@@ -126,6 +134,7 @@ def compute(
     offload: object = None,
     measurement: Measurement | None = None,
     model: str | None = None,
+    setup: MeasuredSetup | None = None,
 ) -> Estimate:
     """The estimate for ``param_count`` parameters; ValueError for an unknown name or value."""
     prec = get_precision(precision)
@@ -153,7 +162,8 @@ def compute(
             "(transient, not counted)"
         )
 
-    activations, per_sample = _activations(measurement, batch, seq, notes)
+    activations, per_sample, scaling = _activations(measurement, batch, seq, prec.name, notes)
+    _setup_notes(setup, opt.name, param_count, opt_bytes, notes)
     total = (
         share.parameters
         + share.gradients
@@ -183,19 +193,43 @@ def compute(
         activation_per_sample=per_sample,
         model=model,
         notes=notes,
+        activation_dtype=scaling.measured_dtype if scaling else None,
+        activation_scale=round(scaling.factor, 6) if scaling else None,
+        measured=setup,
     )
 
 
+def _setup_notes(
+    setup: MeasuredSetup | None, optimizer: str, count: int, opt_bytes: int, notes: list[str]
+) -> None:
+    if setup is None or setup.optimizer_variable is None:
+        return
+    per_param = setup.optimizer_state_bytes_per_param
+    found = f"optimizer `{setup.optimizer_variable}` ({setup.optimizer_class})"
+    if per_param is None:
+        notes.append(f"{found} has no state yet (no step taken): its bytes not measured")
+        return
+    text = f"{found} keeps {per_param:.2f} bytes of state per parameter (measured)"
+    if setup.optimizer == optimizer:
+        text += f"; counted here: {opt_bytes / count:.2f} before sharding"
+    notes.append(text)
+
+
 def _activations(
-    measured: Measurement | None, batch: int | None, seq: int | None, notes: list[str]
-) -> tuple[int, float | None]:
+    measured: Measurement | None,
+    batch: int | None,
+    seq: int | None,
+    precision: str,
+    notes: list[str],
+) -> tuple[int, float | None, Any]:
     if measured is None:
         notes.append(
             "activations not included: no measurement (run a forward and backward of the "
             "model with vramscope loaded, then estimate from the model itself)"
         )
-        return 0, None
-    per_sample = measured.per_sample
+        return 0, None, None
+    scaling = scale_activations(measured.by_dtype, precision)
+    per_sample = measured.per_sample * scaling.factor
     scale = float(batch if batch is not None else measured.batch_size)
     notes.append(
         f"activations scaled from the {measured.saved_bytes:,} bytes {measured.model!r} saved "
@@ -210,4 +244,5 @@ def _activations(
             )
         else:
             notes.append("seq_len ignored: the measured output has no sequence dimension")
-    return round(per_sample * scale), per_sample
+    notes.append(scaling.note)
+    return round(per_sample * scale), per_sample, scaling

@@ -5,7 +5,8 @@ module, with their peak in each cell. After every cell the runtime hands the cel
 :meth:`ActivationMemo.observe`; the newest cell in which a model's forward saved anything is
 kept for that model: the sum of its layers' peak saved bytes and the batch size, read as the
 first dimension of the model's output (batch-first models), plus the second dimension as the
-sequence length when the output has three or more dimensions.
+sequence length when the output has three or more dimensions, and the peak's split by the
+saved tensors' dtype (``peak_saved_by_dtype``: what the activations were measured at).
 
 Only numbers and names are kept, never a tensor or a module.
 """
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -25,6 +26,8 @@ class Measurement:
     saved_bytes: int
     batch_size: int
     seq_len: int | None
+    #: the peak saved bytes by dtype ({"float32": n, "bfloat16": m}); empty when unknown
+    by_dtype: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def per_sample(self) -> float:
@@ -74,4 +77,8 @@ def _measure(insight: Mapping[str, Any]) -> Measurement | None:
     if batch <= 0:
         return None
     seq = int(shape[1]) if len(shape) >= 3 and int(shape[1]) > 0 else None
-    return Measurement(model, saved, batch, seq)
+    by_dtype: dict[str, int] = {}
+    for row in layers:
+        for dtype, nbytes in (row.get("peak_saved_by_dtype") or {}).items():
+            by_dtype[str(dtype)] = by_dtype.get(str(dtype), 0) + int(nbytes)
+    return Measurement(model, saved, batch, seq, by_dtype)

@@ -62,6 +62,8 @@ class LayerStat:
     peak_saved_bytes: int = 0
     output_shape: Optional[list[int]] = None
     by_dtype: dict[str, int] = field(default_factory=dict)  # live saved bytes per dtype
+    #: ``by_dtype`` when ``peak_saved_bytes`` was reached (the estimator scales by it)
+    peak_by_dtype: dict[str, int] = field(default_factory=dict)
     checkpointed: bool = False  # its forward starts a checkpointed region
 
 
@@ -303,6 +305,7 @@ class ActivationTracker:
     def reset_peaks(self) -> None:
         for stat in self._state.layers.values():
             stat.peak_saved_bytes = stat.saved_bytes
+            stat.peak_by_dtype = dict(stat.by_dtype)
 
     # -- readings --------------------------------------------------------------------------
 
@@ -443,6 +446,7 @@ class ActivationTracker:
         stat.by_dtype[dtype] = stat.by_dtype.get(dtype, 0) + nbytes
         if stat.saved_bytes > stat.peak_saved_bytes:
             stat.peak_saved_bytes = stat.saved_bytes
+            stat.peak_by_dtype = dict(stat.by_dtype)
 
     def _release(self, ref: Any) -> None:
         state = self._state

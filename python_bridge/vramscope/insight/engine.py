@@ -274,6 +274,8 @@ class InsightEngine:
                 }
                 if stat.by_dtype:
                     row["saved_by_dtype"] = dict(stat.by_dtype)
+                if stat.peak_by_dtype and stat.peak_saved_bytes:
+                    row["peak_saved_by_dtype"] = dict(stat.peak_by_dtype)
                 if stat.checkpointed:
                     row["checkpointed"] = True
                 rows.append(row)
@@ -289,6 +291,10 @@ class InsightEngine:
                 split = target.setdefault("saved_by_dtype", {})
                 for dtype, nbytes in stat.by_dtype.items():
                     split[dtype] = split.get(dtype, 0) + nbytes
+            if stat.peak_by_dtype and stat.peak_saved_bytes:
+                peak = target.setdefault("peak_saved_by_dtype", {})
+                for dtype, nbytes in stat.peak_by_dtype.items():
+                    peak[dtype] = peak.get(dtype, 0) + nbytes
         if other["saved_bytes"] or other["peak_saved_bytes"]:
             rows.append(
                 {

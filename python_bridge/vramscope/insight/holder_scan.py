@@ -177,11 +177,7 @@ def _describe_variable(name: str, obj: Any, tally: _Tally) -> tuple[str, str, st
             f"del {name}",
         )
     if isinstance(obj, torch.nn.Module):
-        return (
-            "module",
-            f"{type(obj).__name__} `{name}`: parameters, gradients and buffers",
-            f"{name}.zero_grad(set_to_none=True) frees gradients; del {name} and its optimizer",
-        )
+        return _describe_module(name, obj)
     if isinstance(obj, torch.optim.Optimizer):
         return (
             "optimizer",
@@ -199,6 +195,29 @@ def _describe_variable(name: str, obj: Any, tally: _Tally) -> tuple[str, str, st
         "object",
         f"{type(obj).__name__} `{name}` holds {tally.tensors} tensors in its attributes{capped}",
         f"del {name}",
+    )
+
+
+def _describe_module(name: str, obj: Any) -> tuple[str, str, str]:
+    """A module's bytes are the storages no larger holder claimed first: its gradients can
+    be freed alone; without gradients (an unused template such as the ``layer`` passed to
+    ``nn.TransformerEncoder``, which keeps deep copies) only ``del`` frees them."""
+    try:
+        grads = any(p.grad is not None for p in obj.parameters())
+    except Exception:
+        grads = False
+    kind = type(obj).__name__
+    if grads:
+        return (
+            "module",
+            f"{kind} `{name}`: parameters, gradients and buffers",
+            f"{name}.zero_grad(set_to_none=True)  # frees its gradients; "
+            f"del {name} (and any optimizer over it) frees the rest",
+        )
+    return (
+        "module",
+        f"{kind} `{name}`: parameters and buffers (no gradients: nothing trains it now)",
+        f"del {name}  # if no other model uses it",
     )
 
 
