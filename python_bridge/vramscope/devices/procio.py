@@ -15,6 +15,7 @@ from __future__ import annotations
 import ctypes
 import os
 import sys
+import threading
 from typing import Any, Optional
 
 
@@ -34,18 +35,31 @@ def _libc_calls() -> Optional[tuple[Any, Any]]:
 
 
 _CALLS = _libc_calls()
+#: one read buffer per thread and size (the main thread's hooks and the sampler's thread
+#: read at once; a buffer made per call cost as much as the read of a small /proc file)
+_BUFFERS = threading.local()
+
+
+def _buffer(size: int) -> Any:
+    buffers = getattr(_BUFFERS, "by_size", None)
+    if buffers is None:
+        buffers = _BUFFERS.by_size = {}
+    buf = buffers.get(size)
+    if buf is None:
+        buf = buffers[size] = ctypes.create_string_buffer(size)
+    return buf
 
 
 def pread(fd: int, size: int, offset: int = 0) -> bytes:
     """Up to ``size`` bytes of ``fd`` from ``offset``, holding the GIL; raises OSError."""
     if _CALLS is None:
         return os.pread(fd, size, offset)
-    buf = ctypes.create_string_buffer(size)
+    buf = _buffer(size)
     got = _CALLS[0](fd, buf, size, offset)
     if got < 0:
         err = ctypes.get_errno()
         raise OSError(err, os.strerror(err))
-    return buf.raw[:got]
+    return ctypes.string_at(buf, got)
 
 
 def write(fd: int, data: bytes) -> int:
