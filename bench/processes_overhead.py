@@ -7,7 +7,8 @@ and the kernel's collector at 64 simulated ranks x 10 Hz.
    reaped at its end). Three kinds of blocks run in many short rounds, their order going
    through all six permutations from round to round so drift and load on the shared machine
    hit all alike: ``on`` (the bridge's collector started and the fork hook armed: every worker
-   reports at the default 2 Hz, USS/PSS read at most at 1% of a core), ``off`` and ``off2``
+   reports at the default 2 Hz; USS/PSS not in a worker's first 2 s, then at most at 1% of a
+   core for 4 reads and 0.25% after: ``--samples`` sets how long the workers live), ``off`` and ``off2``
    (nothing armed: the A/A control). Each block is measured twice: wall time, and CPU time
    summed over the kernel process (all its threads, the collector's included) and its reaped
    workers (``getrusage`` SELF + CHILDREN), which the other load on a shared machine disturbs
@@ -219,8 +220,9 @@ def direct_cost(reports: int) -> list[str]:
         f"one report, without USS/PSS: {1e6 * plain:.0f} us CPU; the USS/PSS read "
         f"(smaps_rollup) of this {rss / MiB:.0f} MiB process: {1e3 * rollup:.2f} ms CPU",
         f"a worker reporting at the default {hz:g} Hz (USS/PSS capped at "
-        f"{100 * reporter.ROLLUP_CPU_SHARE:g}% of a core) spends at most {100 * share:.2f}% "
-        "of one core on it",
+        f"{100 * reporter.QUICK_ROLLUP_SHARE:g}% of a core for its first "
+        f"{reporter.QUICK_ROLLUPS} reads, {100 * reporter.ROLLUP_CPU_SHARE:g}% after) "
+        f"spends at most {100 * share:.2f}% of one core on it once past them",
     ]
 
 
