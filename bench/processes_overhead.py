@@ -4,17 +4,17 @@ and the kernel's collector at 64 simulated ranks x 10 Hz.
 1. Training loop: each block is one short epoch of a small conv net over a DataLoader with 4
    forked workers (``persistent_workers=False``: fresh workers every epoch, so the fork hook,
    the reporter threads and their /proc reads are all inside the block, and the workers are
-   reaped at its end). Three kinds of blocks run in many short rounds, their order going
-   through all six permutations from round to round so drift and load on the shared machine
-   hit all alike: ``on`` (the bridge's collector started and the fork hook armed: every worker
-   reports at the default 2 Hz; USS/PSS not in a worker's first 2 s, then at most at 1% of a
-   core for 4 reads and 0.25% after: ``--samples`` sets how long the workers live), ``off`` and ``off2``
+   reaped at its end). Three kinds of blocks run in many short rounds, their order going through
+   all six permutations from round to round so drift and load on the shared machine hit all
+   alike: ``on`` (the bridge's collector started and the fork hook armed: every worker reports
+   at the default 2 Hz; USS/PSS not in a worker's first 2 s, then at most at 1% of a core for 4
+   reads and 0.25% after: ``--samples`` sets how long the workers live), ``off`` and ``off2``
    (nothing armed: the A/A control). Each block is measured twice: wall time, and CPU time
    summed over the kernel process (all its threads, the collector's included) and its reaped
    workers (``getrusage`` SELF + CHILDREN), which the other load on a shared machine disturbs
    far less than wall time. Printed for both: the median of the per-round ratios on/off (target
-   <= 1.02) next to off2/off (the A/A control: what noise alone gives), with quartiles; and
-   what the workers sent.
+   <= 1.02) next to off2/off (the A/A control: what noise alone gives), with quartiles; and what
+   the workers sent.
 2. Collector: a separate process sends valid reports for 64 ranks at 10 Hz each (640/s) to
    the collector for ``--seconds``; the collector thread's own CPU time (from
    /proc/self/task/<tid>/stat) over the wall time is its cost, publishing included (a
