@@ -108,7 +108,7 @@ export function estimateBars(estimate: IEstimate, gpuBytes: number): IBars {
     key: 'total',
     label: 'Total',
     bytes: total,
-    percent: pct(total),
+    percent: total > 0 ? Math.max(pct(total), MIN_VISIBLE_PERCENT) : 0,
     share: 100
   });
   return {

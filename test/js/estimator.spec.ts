@@ -137,6 +137,10 @@ describe('estimator math', () => {
     expect(act.share).toBeLessThan(0.001);
     expect(act.percent).toBe(MIN_VISIBLE_PERCENT);
     expect(tiny.bars.find(b => b.key === 'gradients')!.percent).toBe(0);
+    // a total far below the GPU stays visible too, next to the GPU marker at 100%
+    const few = estimateBars({ ...stage1, total: 6 * 2 ** 20 }, 16 * GIB);
+    expect(few.bars[5].percent).toBe(MIN_VISIBLE_PERCENT);
+    expect(few.gpuPercent).toBe(100);
     expect(verdictState(false, false)).toBe('info');
     expect(verdictState(false, true)).toBe('nofit');
     expect(verdictState(true, true)).toBe('fits');

@@ -101,5 +101,26 @@ test.describe('estimator (issue 11 item 4)', () => {
     const box = (await body.boundingBox())!;
     expect(box.width).toBeLessThanOrEqual(280);
     await body.screenshot({ path: test.info().outputPath('estimator.png') });
+
+    // the timeline at this width (src/timeline/figure.ts): plotly's mode bar, shown on hover,
+    // sits above the plot area, clear of the newest cell band's label at the top right
+    await section.locator('.vramscope-Section-toggle').click(); // fold the estimator
+    const plot = page.locator('#vramscope-panel .vramscope-Timeline-plot');
+    await plot.scrollIntoViewIfNeeded();
+    const label = plot.locator('.bartext').last();
+    await expect(label).toHaveText('[1]');
+    // over the plot's top margin: the mode bar shows, no hover label covers the band's label
+    const plotBox = (await plot.boundingBox())!;
+    await page.mouse.move(plotBox.x + 80, plotBox.y + 4);
+    const modebar = plot.locator('.modebar');
+    await expect(modebar).toBeVisible();
+    const bar = (await modebar.boundingBox())!;
+    const area = (await plot.locator('.nsewdrag').first().boundingBox())!;
+    const text = (await label.boundingBox())!;
+    expect(bar.y + bar.height).toBeLessThanOrEqual(area.y + 1);
+    expect(bar.y + bar.height).toBeLessThanOrEqual(text.y);
+    await plot.screenshot({
+      path: test.info().outputPath('timeline-modebar.png')
+    });
   });
 });
