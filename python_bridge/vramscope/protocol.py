@@ -264,9 +264,7 @@ class ReplyMessage(TypedDict):
     result: dict[str, Any]
 
 
-class ProcessesMessage(TypedDict):
-    """Child processes and ranks (since 1.1; docs/protocol.md "Processes")."""
-
+class _ProcessesMessageRequired(TypedDict):
     type: Literal["processes"]
     time: float
     full: bool
@@ -275,6 +273,15 @@ class ProcessesMessage(TypedDict):
     findings: list[dict[str, Any]]
     stats: dict[str, int]
     remote: str | None
+
+
+class ProcessesMessage(_ProcessesMessageRequired, total=False):
+    """Child processes and ranks (since 1.1; docs/protocol.md "Processes")."""
+
+    #: since 1.1: ``processes`` holds only those whose info changed since the last
+    #: incremental message (merge them by key), and ``forgotten`` the keys the kernel let go
+    changed_only: bool
+    forgotten: list[str]
 
 
 KernelMessage = Union[

@@ -94,4 +94,10 @@ export interface IProcessesMessage {
   stats: IProcessStats;
   /** The UDP address remote ranks report to, when listening. */
   remote: string | null;
+  /**
+   * Since 1.1 (optional): `processes` holds only the processes whose info changed since the
+   * last incremental message (merge by key), and `forgotten` the keys the kernel let go.
+   */
+  changed_only?: boolean;
+  forgotten?: string[];
 }

@@ -136,13 +136,16 @@ export class ProcessesModel implements IDisposable {
       }
       this._lanes.set(key, lane);
     }
-    const known = new Set(msg.processes.map(p => p.key));
+    const processes = msg.changed_only
+      ? Private.merge(this._processes, msg.processes, msg.forgotten ?? [])
+      : msg.processes;
+    const known = new Set(processes.map(p => p.key));
     for (const key of [...this._lanes.keys()]) {
       if (!known.has(key)) {
         this._lanes.delete(key);
       }
     }
-    this._processes = [...msg.processes].sort(Private.order);
+    this._processes = [...processes].sort(Private.order);
     this._findings = msg.findings;
     this._stats = msg.stats;
     this._remote = msg.remote;
@@ -202,5 +205,24 @@ namespace Private {
       Number(a.ended !== null) - Number(b.ended !== null) ||
       compareProcesses(a, b)
     );
+  }
+
+  /**
+   * An incremental message's processes applied to the known ones: changed ones replace
+   * theirs by key, new ones are added, forgotten keys go.
+   */
+  export function merge(
+    known: ReadonlyArray<IProcessInfo>,
+    changed: ReadonlyArray<IProcessInfo>,
+    forgotten: ReadonlyArray<string>
+  ): IProcessInfo[] {
+    const byKey = new Map(known.map(p => [p.key, p]));
+    for (const key of forgotten) {
+      byKey.delete(key);
+    }
+    for (const proc of changed) {
+      byKey.set(proc.key, proc);
+    }
+    return [...byKey.values()];
   }
 }

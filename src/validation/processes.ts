@@ -66,17 +66,22 @@ const processFinding = object({
   fixes: array(str)
 });
 
-export const processes = object({
-  time: num,
-  full: bool,
-  processes: array(processInfo),
-  samples: record(array(processPoint)),
-  findings: array(processFinding),
-  stats: object({
-    received: bytes,
-    dropped: bytes,
-    refused: bytes,
-    malformed: bytes
-  }),
-  remote: nullable(str)
-});
+export const processes = object(
+  {
+    time: num,
+    full: bool,
+    processes: array(processInfo),
+    samples: record(array(processPoint)),
+    findings: array(processFinding),
+    stats: object({
+      received: bytes,
+      dropped: bytes,
+      refused: bytes,
+      malformed: bytes
+    }),
+    remote: nullable(str),
+    changed_only: bool,
+    forgotten: array(str)
+  },
+  ['changed_only', 'forgotten']
+);

@@ -151,6 +151,32 @@ describe('ProcessesModel', () => {
     model.dispose();
   });
 
+  it('merges an incremental message (changed_only) by key and lets forgotten keys go', () => {
+    const session = new FakeSession();
+    session.status = 'connecting';
+    const model = new ProcessesModel(session as unknown as IMemorySession);
+    const ended = proc({ key: 'a', pid: 5, ended: 1001, exit: 'exit code 0' });
+    model.apply(message({ processes: [ended, rank(0), rank(1)] }));
+    model.apply(
+      message({
+        changed_only: true,
+        processes: [rank(0), { ...rank(1), rss: 7 * MiB }],
+        samples: { 'vm:11': [[1003, 7 * MiB, null, 0]] },
+        forgotten: []
+      })
+    );
+    // the ended process was not sent again: it stays
+    expect(model.processes.map(p => p.key)).toEqual(['vm:10', 'vm:11', 'a']);
+    expect(model.processes[1].rss).toBe(7 * MiB);
+    expect(model.lane('vm:11').length).toBe(1);
+    model.apply(
+      message({ changed_only: true, processes: [], forgotten: ['a', 'vm:11'] })
+    );
+    expect(model.processes.map(p => p.key)).toEqual(['vm:10']);
+    expect(model.lane('vm:11').length).toBe(0);
+    model.dispose();
+  });
+
   it('orders running processes first, then by cell, kind and index', () => {
     const session = new FakeSession();
     session.status = 'connecting';

@@ -187,3 +187,35 @@ def test_service_lifecycle_sets_and_clears_the_environment() -> None:
     service.stop()
     assert reporter.ENV_ADDRESS not in os.environ and not os.path.exists(address[5:])
     assert reporter._target is None  # forks no longer report
+
+
+def test_incremental_messages_carry_only_changed_processes() -> None:
+    """Ended workers stay in the table (up to 512): each half-second message carries only the
+    processes whose info changed since the last one, and the keys let go; the front end
+    merges by key. ``get_processes`` (history) still answers everything."""
+    sent: list[dict[str, Any]] = []
+    service = ProcessesService(sent.append, lambda: True, lambda: {}, lambda: None)
+    table = service.table
+    for pid in (1, 2, 3):
+        table.ingest(report(pid=pid, kind="worker", index=pid - 1), False)
+    service.publish()
+    first = sent[-1]
+    assert first["changed_only"] is True and first["forgotten"] == []
+    assert sorted(p["key"] for p in first["processes"]) == ["h:1", "h:2", "h:3"]
+    procs = {p.key: p for p in table.procs.values()}
+    table.end(procs["h:1"], exit_reason(0, None))
+    mem = {"rss": 7 * MiB, "hwm": 8 * MiB, "uss": None, "pss": None}
+    table.ingest(report(pid=2, seq=2, kind="worker", index=1, mem=mem), False)
+    service.publish(force=True)
+    second = sent[-1]
+    changed = {p["key"]: p for p in second["processes"]}
+    assert sorted(changed) == ["h:1", "h:2"]  # h:3 did not change: not sent again
+    assert changed["h:1"]["ended"] is not None and changed["h:2"]["rss"] == 7 * MiB
+    del table.procs[procs["h:3"].key]  # what _forget_old does beyond MAX_PROCESSES
+    service.publish(force=True)
+    assert sent[-1]["processes"] == [] and sent[-1]["forgotten"] == ["h:3"]
+    full = service.message(history=True)
+    assert "changed_only" not in full and sorted(p["key"] for p in full["processes"]) == [
+        "h:1",
+        "h:2",
+    ]

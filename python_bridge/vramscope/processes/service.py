@@ -33,6 +33,8 @@ class ProcessesService:
         self.collector: Collector | None = None
         self._findings: list[dict[str, Any]] = []
         self._findings_key: tuple[Any, ...] = ()
+        #: each process's info as the last incremental message left it, by key
+        self._sent: dict[str, dict[str, Any]] = {}
         self._env_set: dict[str, str] = {}
         self.report_hz = reporter._env_hz()
         self.error: str | None = None
@@ -121,9 +123,13 @@ class ProcessesService:
         return [dict(f) for f in self._findings]
 
     def message(self, history: bool) -> dict[str, Any]:
+        """All processes with every kept lane point (``history``: what ``get_processes``
+        answers), else an incremental message: the points not yet published, and only the
+        processes whose info changed since the last one (an ended worker is not sent again
+        every half second: the table keeps up to 512)."""
         infos, samples = self.table.snapshot(history)
         collector = self.collector
-        return {
+        message: dict[str, Any] = {
             "type": "processes",
             "time": time.time(),
             "full": history,
@@ -133,6 +139,14 @@ class ProcessesService:
             "stats": self.table.stats(),
             "remote": collector.udp_address if collector is not None else None,
         }
+        if not history:
+            current = {info["key"]: info for info in infos}
+            sent = self._sent
+            message["processes"] = [i for k, i in current.items() if sent.get(k) != i]
+            message["forgotten"] = [key for key in sent if key not in current]
+            message["changed_only"] = True
+            self._sent = current
+        return message
 
     def publish(self, force: bool = False) -> None:
         """The collector's periodic call: one incremental message when something changed."""
