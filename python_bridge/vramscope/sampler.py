@@ -1,5 +1,6 @@
 """Background sampler: reads every device at ``sample_hz`` into a bounded ring buffer and
-publishes batches (at most ~4 messages per second, 2 while a cell runs) to a sink, e.g. the ``stream`` comm.
+publishes batches (at most ~4 messages per second, 2 while a cell runs) to a sink, e.g. the
+``stream`` comm.
 
 Keeping a training loop fast: one tick (every device read + the ring buffer) holds the GIL
 ~6 us, but publishing one batch (JSON, HMAC signature, the socket, waking ipykernel's IOPub

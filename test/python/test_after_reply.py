@@ -155,7 +155,7 @@ def test_a_run_all_keeps_keyed_work_until_the_kernel_is_idle() -> None:
     async def run_all() -> tuple[list[str], float]:
         loop = asyncio.get_running_loop()
         start = loop.time()
-        for i in range(8):  # cell i: runs 15 ms (the loop runs between cells), then ends
+        for _cell in range(8):  # a cell: runs 15 ms (the loop runs between cells), then ends
             queue.flush(keep_keyed=True)  # its pre_run_cell
             await asyncio.sleep(0.015)
             queue.submit(lambda: (ran.append("insight"), times.append(loop.time())), key="ins")
