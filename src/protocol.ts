@@ -152,6 +152,11 @@ export interface IInsight {
    * next idle moment and a later insight completes the list (`skipped` set: it gave up).
    */
   partial?: boolean;
+  /**
+   * Since 1.1: the layers are those of the previous `insight` message (a continued holders
+   * scan changed only the holders); `layers` is then empty and the front end keeps its own.
+   */
+  layers_unchanged?: boolean;
 }
 
 /**

@@ -267,9 +267,10 @@ namespace Private {
       scan_ms: nonNeg,
       skipped: nullable(str),
       activations_measured: activationsMeasured,
-      partial: bool
+      partial: bool,
+      layers_unchanged: bool
     },
-    ['activations_measured', 'partial']
+    ['activations_measured', 'partial', 'layers_unchanged']
   );
 
   const kernelInfo = object({

@@ -237,6 +237,8 @@ class _InsightRequired(TypedDict):
 class Insight(_InsightRequired, total=False):
     activations_measured: ActivationsMeasured  # since 1.1
     partial: bool  # since 1.1: the holders list is incomplete; the scan continues
+    #: since 1.1: ``layers`` is empty: they are those of the previous ``insight`` message
+    layers_unchanged: bool
 
 
 class InsightMessage(TypedDict):

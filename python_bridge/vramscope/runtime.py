@@ -65,7 +65,7 @@ class Runtime:
                 "get_report": lambda _p: self.report(),
                 "get_devices": lambda _p: {"devices": self.device_infos()},
                 "set_settings": lambda p: {"settings": self.update_settings(p)},
-                "get_insight": lambda p: {"insight": self.insight.snapshot(p.get("model"))},
+                "get_insight": self._get_insight,
                 "clear_history": lambda _p: {"cleared": self.clear_history()},
                 "report_error": lambda p: {"kept": self.report_client_error(p)},
                 "get_samples": lambda p: {"samples": self.samples_since(p.get("since"))},
@@ -89,6 +89,8 @@ class Runtime:
         )
         self.outbox = CellOutbox()  # cell records waiting for their message
         self._model_ran = False  # the last cell ran a measured model call
+        #: (model, layers) of the last insight broadcast whole, None: send the next whole
+        self._layers_sent: tuple[Any, Any] | None = None
         self.insight = InsightLink(shell, self.device_reading)
         self.optimize = OptimizeLink(self)  # advice: idle until asked for
         #: the watched models' measured saved-for-backward bytes, for the estimator
@@ -232,6 +234,7 @@ class Runtime:
         }
         if self.insight.last is not None:  # a reloaded page shows it at once (since 1.1)
             hello["insight"] = cast(Insight, self.insight.last)
+        self._layers_sent = None  # the next insight goes out whole: this page has no other
         self._add_self_bytes(hello)
         return hello
 
@@ -406,12 +409,27 @@ class Runtime:
         if not resume:  # a continued holders scan changes the holders only
             self.activation_memo.observe(result)
             self.optimize.after_insight(result)
-        self.bridge.broadcast({"type": "insight", "insight": cast(Insight, result)})
+        self.bridge.broadcast({"type": "insight", "insight": cast(Insight, self._slim(result))})
         if result.get("partial") and not result.get("skipped"):
             # the holders scan stopped at its budget: it goes on in the next idle moment
             self.after_reply.submit(lambda: self._run_insight(resume=True), key="insight")
         if result.get("skipped"):
             self.bridge.broadcast(notice_message("info", f"model insight: {result['skipped']}"))
+
+    def _get_insight(self, params: dict[str, Any]) -> dict[str, Any]:
+        self._layers_sent = None  # the asking page now has these layers, the others not
+        return {"insight": self.insight.snapshot(params.get("model"))}
+
+    def _slim(self, insight: dict[str, Any]) -> dict[str, Any]:
+        """``insight`` to broadcast: without its layer rows (``layers_unchanged``, since 1.1)
+        when model and layers equal the last broadcast's, and every page got that one (no
+        hello or ``get_insight`` answer since): a continued holders scan's slices, cells that
+        ran no model (for a 10,000-module model, ~120 KB each)."""
+        key = (insight.get("model"), insight.get("layers"))
+        if key[1] and self._layers_sent is not None and key == self._layers_sent:
+            return {**insight, "layers": [], "layers_unchanged": True}
+        self._layers_sent = key if isinstance(key[1], list) else None
+        return insight
 
     def user_ns(self) -> dict[str, Any]:
         """The user's namespace (empty without a shell)."""

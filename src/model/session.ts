@@ -29,6 +29,7 @@ import {
 import { validateKernelMessage } from '../validate';
 import { freshSamples, mergeSamples } from './backfill';
 import { CellHistory } from './history';
+import { withLayers } from './insightlayers';
 import { protocolMismatch } from './kernel';
 import { RequestChannel, RequestError } from './requests';
 import { RingBuffer } from './ringbuffer';
@@ -328,8 +329,8 @@ export class MemorySession implements IMemorySession {
         }
         break;
       case 'insight':
-        this._insight = msg.insight;
-        this._insightChanged.emit(msg.insight);
+        this._insight = withLayers(msg.insight, this._insight);
+        this._insightChanged.emit(this._insight);
         break;
       case 'notice':
         this.addWarning(msg.message);

@@ -28,6 +28,8 @@ class KernelHarness:
         self.iopub: list[Msg] = []
         #: per comm: the records of a ``cells`` message not yet returned by comm_data
         self._cells: dict[str, list[dict[str, Any]]] = {}
+        #: per comm: (model, layers) of the last insight message, for layers_unchanged
+        self._insights: dict[str, tuple[Any, Any]] = {}
 
     def close(self) -> None:
         self.kc.stop_channels()
@@ -40,8 +42,25 @@ class KernelHarness:
             msg: Msg = self.kc.get_iopub_msg(timeout=timeout)
         except queue.Empty:
             return None
+        self._merge_layers(msg)
         self.iopub.append(msg)
         return msg
+
+    def _merge_layers(self, msg: Msg) -> None:
+        """As the front end does (src/model/insightlayers.ts): an ``insight`` message with
+        ``layers_unchanged`` (since 1.1) gets the layers of the previous one on its comm, for
+        the same model. The flag stays, so a test can tell the wire message was slim."""
+        if msg["msg_type"] != "comm_msg":
+            return
+        data = msg["content"].get("data")
+        if not isinstance(data, dict) or data.get("type") != "insight":
+            return
+        comm_id = msg["content"].get("comm_id")
+        insight = data["insight"]
+        previous = self._insights.get(comm_id)
+        if insight.get("layers_unchanged") and previous and previous[0] == insight["model"]:
+            insight["layers"] = previous[1]
+        self._insights[comm_id] = (insight["model"], insight["layers"])
 
     def wait_iopub(self, predicate: Callable[[Msg], bool], timeout: float = 30) -> Msg:
         """Next iopub message (from now on) matching ``predicate``."""

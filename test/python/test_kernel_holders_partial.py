@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from test_kernel_insight import Session
+from test_protocol_fixtures import validate_kernel_message
 
 pytestmark = pytest.mark.kernel
 MIB = 2**20
@@ -70,10 +71,24 @@ def test_the_demo_holders_are_complete(session: Session) -> None:
             break  # stop with the leak in place: the list holds 8 graphs
         session.k.execute(code.replace("range(15)", "range(2)"), f"demo-{i}")  # quicker
     first = session.cell_insight(code, "demo-leak")
-    final = insights_until_complete(session, first)[-1]
+    seen = insights_until_complete(session, first)
+    final = seen[-1]
+    # the scan's later slices change only the holders: they leave the layer rows out
+    # (layers_unchanged, since 1.1); the front end (here the harness) keeps the first's
+    assert first["layers"] and "layers_unchanged" not in first
+    later = seen[1:]
+    assert later and all(m.get("layers_unchanged") is True for m in later), later
+    assert all(m["layers"] == first["layers"] and m["model"] == first["model"] for m in later)
+    validate_kernel_message({"type": "insight", "insight": later[0]})
     holders = {h["name"]: h for h in final["holders"]}
     assert {"model", "optimizer", "losses"} <= set(holders), sorted(holders)
     assert holders["losses"]["kind"] == "graph_retention"
     no_notices(session, start)
     snapshot = session.k.request(session.control, "get_insight", {})["result"]["insight"]
     assert snapshot["holders"] == final["holders"]
+    # a page that asked (or said hello) may hold other layers: the next insight is whole
+    after = session.cell_insight("x = 1", "demo-after")
+    assert after["layers"] and "layers_unchanged" not in after
+    # then a cell that runs no model changes no layer: they are left out again
+    again = session.cell_insight("y = 2", "demo-again")
+    assert again["layers_unchanged"] is True and again["layers"] == after["layers"]
