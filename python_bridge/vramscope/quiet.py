@@ -104,9 +104,35 @@ def _footprint(obj: object) -> int:
         return 0
 
 
+def control_sending() -> bool:
+    """ipykernel's control stream has replies queued to send. A ``ZMQStream`` sends from its
+    thread's event loop: the control thread is back in its selector (idle to
+    ``control_busy``) while the ``modules`` reply's ~300 KiB waits in the stream's queue, then
+    sent and freed inside the next cell (measured: a 64 MiB cell read +63.71 MiB, 1 Run All in
+    7 under load)."""
+    stream = _control_stream()
+    sending = getattr(stream, "sending", None)
+    try:
+        return bool(sending()) if callable(sending) else False
+    except Exception:
+        return False
+
+
+def _control_stream() -> Optional[object]:
+    module = sys.modules.get("ipykernel.kernelbase")
+    kernel_cls = getattr(module, "Kernel", None)
+    try:
+        if kernel_cls is None or not kernel_cls.initialized():
+            return None
+        return getattr(kernel_cls.instance(), "control_stream", None)
+    except Exception:
+        return None
+
+
 def kernel_busy() -> bool:
-    """The control thread answers a request, or a sent frame is still held by pyzmq."""
-    return control_busy() or bool(pending_frames())
+    """The control thread answers a request or has a reply queued, or a sent frame is still
+    held by pyzmq."""
+    return control_busy() or control_sending() or bool(pending_frames())
 
 
 def wait_kernel_quiet(max_wait_s: float = MAX_WAIT_S) -> float:

@@ -208,3 +208,60 @@ def test_a_cell_reads_its_own_bytes_while_frames_come_and_go(
     assert abs(delta["delta_bytes"] - 8 * MIB) < 32 * 1024, delta["delta_bytes"] / MIB
     assert delta["peak_delta_bytes"] >= delta["delta_bytes"]
     del x
+
+
+def test_a_reply_queued_on_the_control_stream_is_waited_for(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The control thread is back in its selector while its reply still waits in the
+    ZMQStream's send queue: the kernel is busy until the stream has sent it."""
+    import types
+
+    import zmq
+    from zmq.eventloop.zmqstream import ZMQStream
+
+    ctx = zmq.Context.instance()
+    push = ctx.socket(zmq.PUSH)  # no peer yet: not writable, the reply stays queued
+    push.setsockopt(zmq.LINGER, 0)
+    port = push.bind_to_random_port("tcp://127.0.0.1")
+    loop_ready, stream_box = threading.Event(), []
+
+    def run_loop() -> None:
+        import asyncio
+
+        from tornado.ioloop import IOLoop
+
+        asyncio.set_event_loop(asyncio.new_event_loop())
+        stream_box.append(ZMQStream(push, IOLoop.current()))
+        loop_ready.set()
+        IOLoop.current().start()
+
+    thread = threading.Thread(target=run_loop, daemon=True)
+    thread.start()
+    assert loop_ready.wait(5)
+    stream = stream_box[0]
+    kernel = types.SimpleNamespace(control_stream=stream)
+
+    class Kernel:
+        @staticmethod
+        def initialized() -> bool:
+            return True
+
+        @staticmethod
+        def instance() -> Any:
+            return kernel
+
+    monkeypatch.setitem(sys.modules, "ipykernel.kernelbase", types.SimpleNamespace(Kernel=Kernel))
+    assert not quiet.control_sending()
+    stream.io_loop.add_callback(lambda: stream.send_multipart([b"x" * 300_000]))
+    _until(quiet.control_sending)
+    assert quiet.kernel_busy()
+    pull = ctx.socket(zmq.PULL)  # a peer: the stream sends, its queue empties
+    pull.setsockopt(zmq.LINGER, 0)
+    pull.connect(f"tcp://127.0.0.1:{port}")
+    assert pull.recv() == b"x" * 300_000
+    _until(lambda: not quiet.control_sending())
+    stream.io_loop.add_callback(stream.io_loop.stop)
+    thread.join(5)
+    stream.close()
+    pull.close()
