@@ -6,13 +6,13 @@ unloaded (``%unload_ext vramscope``), the order alternating from pair to pair. E
 times the cells two ways: spaced (``--gap`` apart, as a person runs them: the latency of one
 cell) and queued all at once as JupyterLab's Run All sends them (the time per cell from the
 first request to the last reply: whatever one cell leaves for after its reply lands in the
-next one; the Run All starts 0.1 s after the spaced cells, as a person clicks it, so their
-own follow-up work is not counted in it). Prints, for both, the median of the per-pair differences and ratios of block
-medians (target < 0.5 ms added), the pooled medians, the kernel process's CPU time per Run
-All cell, and the CPU time of the bridge's per-cell work timed inside the kernel (the hooks
-and the follow-up work real cells run after their reply: the ``cell`` message, model
-insight); ``--record`` writes them to bench/RESULTS.md. No asserts: numbers on a shared
-machine are noisy.
+next one; the Run All starts 0.1 s after the spaced cells, as a person clicks it, so their own
+follow-up work is not counted in it). Prints, for both, the median of the per-pair differences
+and ratios of block medians (target < 0.5 ms added), the pooled medians, the kernel process's
+CPU time per Run All cell, and the CPU time of the bridge's per-cell work timed inside the
+kernel (the hooks and the follow-up work real cells run after their reply: the ``cell``
+message, model insight); ``--record`` writes them to bench/RESULTS.md. No asserts: numbers on
+a shared machine are noisy.
 
     python bench/cell_overhead.py [--pairs 16] [--cells 25] [--run-all 100] [--hz 10]
                                   [--torch] [--no-insight] [--gap 0.05] [--record]
