@@ -140,6 +140,7 @@ def test_saved_bytes_match_bytes_freed_when_graph_dropped(
         del x
         tracked = engine.tracker.total_bytes()
         assert tracked > 1024 * KIB
+        storages = len(engine.tracker.live_storages())
         gc.collect()
         before = cpu_in_use_bytes()
         del loss
@@ -147,8 +148,11 @@ def test_saved_bytes_match_bytes_freed_when_graph_dropped(
         assert before is not None and after is not None
         errors.append(abs((before - after) - tracked))
         assert engine.tracker.total_bytes() == 0
-    # allocator and graph-node overheads only: a few KiB on ~1.5 MiB
-    assert min(errors) < 64 * KIB, errors
+    # What the graph frees beyond the saved tensors' storages: its nodes, and per saved
+    # tensor the detached tensor our pack hook keeps with its weakref: 64-68 KB measured here
+    # for 41 storages, in every try (so not noise), bounded by 1.5 KiB a storage plus 16 KiB
+    # (77.5 KiB); one missed activation of this model (>= 32 KiB) goes over.
+    assert min(errors) < 16 * KIB + storages * 3 * KIB // 2, (errors, storages)
     assert engine.tracker.total_bytes() == 0
 
 
