@@ -307,12 +307,9 @@ export class MemorySession implements IMemorySession {
         this._onHello(msg);
         break;
       case 'cell':
-        this._setDevices(msg.devices);
-        this._addCell(msg.record, true);
-        break;
       case 'cells':
         this._setDevices(msg.devices);
-        for (const record of msg.records) {
+        for (const record of msg.type === 'cell' ? [msg.record] : msg.records) {
           this._addCell(record, true);
         }
         break;
