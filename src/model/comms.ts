@@ -4,6 +4,7 @@
  * the metadata; closed in the kernel only when it is alive (a restarting or replaced kernel
  * has dropped them already).
  */
+import { JSONObject } from '@lumino/coreutils';
 import { Kernel, KernelMessage } from '@jupyterlab/services';
 
 import {
@@ -12,7 +13,19 @@ import {
   IRequestMessage,
   PROTOCOL_VERSION
 } from '../protocol';
+import { IopubComm } from './iopubcomm';
 import { isKernelGoing } from './kernel';
+
+/** What the bridge uses of a comm: JupyterLab's, or an `IopubComm`. */
+interface IComm {
+  readonly isDisposed: boolean;
+  onMsg: (msg: KernelMessage.ICommMsgMsg) => void | PromiseLike<void>;
+  onClose: (msg: KernelMessage.ICommCloseMsg) => void | PromiseLike<void>;
+  open(data: { channel: Channel }, metadata: JSONObject): unknown;
+  send(data: KernelMessage.ICommMsgMsg['content']['data']): unknown;
+  close(): unknown;
+  dispose(): void;
+}
 
 export class BridgeComms {
   constructor(options: BridgeComms.IOptions) {
@@ -33,10 +46,13 @@ export class BridgeComms {
     current: () => boolean
   ): (message: IRequestMessage) => void {
     const metadata = { protocol_version: PROTOCOL_VERSION };
-    const mine = (comm: Kernel.IComm) =>
+    const mine = (comm: IComm) =>
       current() && (comm === this._stream || comm === this._control);
-    const open = (channel: Channel): Kernel.IComm => {
-      const comm = kernel.createComm(COMM_TARGET);
+    const open = (channel: Channel): IComm => {
+      // A second connection to a kernel in this page does not handle comms (see IopubComm).
+      const comm: IComm = kernel.handleComms
+        ? kernel.createComm(COMM_TARGET)
+        : new IopubComm(kernel, COMM_TARGET);
       comm.onMsg = (msg: KernelMessage.ICommMsgMsg) => {
         if (mine(comm)) {
           this._options.onMessage(msg.content.data);
@@ -94,8 +110,8 @@ export class BridgeComms {
   }
 
   private _options: BridgeComms.IOptions;
-  private _stream: Kernel.IComm | null = null;
-  private _control: Kernel.IComm | null = null;
+  private _stream: IComm | null = null;
+  private _control: IComm | null = null;
 }
 
 export namespace BridgeComms {

@@ -68,6 +68,7 @@ export class FakeKernel {
     this._language = language;
   }
   status: Status = 'idle';
+  handleComms = true;
   connectionStatus = 'connected';
   isDisposed = false;
   statusChanged = new Signal<FakeKernel, Status>(this);
