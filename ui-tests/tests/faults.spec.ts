@@ -3,7 +3,8 @@
  * from the kernel: the history with hello, the running cell's record when it ends), one
  * notebook open in two browser tabs (both panels follow the one kernel), and a kernel whose
  * environment lacks the bridge (a kernelspec for the same python whose finder says vramscope
- * is not installed) showing the install line. Notebooks are used under the name they were
+ * is not installed) showing the install line, and a kernel of another language (an echo
+ * kernel) told apart without being sent anything. Notebooks are used under the name they were
  * created with (galata's createNew(name) renames Untitled.ipynb, and a page that opens the
  * renamed path can start a second kernel). No fixed sleeps: every wait is on a condition.
  */
@@ -26,8 +27,23 @@ import { ROOT, watchDebugRequests } from './utils';
 
 const PYTHON = path.join(ROOT, '.venv', 'bin', 'python');
 const NO_BRIDGE = `vramscope-nobridge-${process.pid}`;
+const ECHO = `vramscope-echo-${process.pid}`;
 let specDir = '';
 let hideDir = '';
+
+/** Write kernelspec `name` (kernel.json) into the user's Jupyter data dir; returns its dir. */
+function installKernelspec(name: string, spec: object): string {
+  const dataDir = execFileSync(PYTHON, [
+    '-c',
+    'from jupyter_core.paths import jupyter_data_dir; print(jupyter_data_dir())'
+  ])
+    .toString()
+    .trim();
+  const dir = path.join(dataDir, 'kernels', name);
+  fs.mkdirSync(dir, { recursive: true });
+  fs.writeFileSync(path.join(dir, 'kernel.json'), JSON.stringify(spec));
+  return dir;
+}
 
 async function untitledWithPanel(page: IJupyterLabPageFixture): Promise<void> {
   watchDebugRequests(page);
@@ -127,12 +143,6 @@ test.describe('a kernel without the bridge', () => {
   test.beforeAll(() => {
     // A kernelspec for the same python, with a finder that says vramscope is not installed
     // (what a kernel from an environment without the package answers to the bootstrap).
-    const dataDir = execFileSync(PYTHON, [
-      '-c',
-      'from jupyter_core.paths import jupyter_data_dir; print(jupyter_data_dir())'
-    ])
-      .toString()
-      .trim();
     hideDir = fs.mkdtempSync(path.join(os.tmpdir(), 'vramscope-hide-'));
     fs.writeFileSync(
       path.join(hideDir, 'sitecustomize.py'),
@@ -146,17 +156,12 @@ test.describe('a kernel without the bridge', () => {
         ''
       ].join('\n')
     );
-    specDir = path.join(dataDir, 'kernels', NO_BRIDGE);
-    fs.mkdirSync(specDir, { recursive: true });
-    fs.writeFileSync(
-      path.join(specDir, 'kernel.json'),
-      JSON.stringify({
-        argv: [PYTHON, '-m', 'ipykernel_launcher', '-f', '{connection_file}'],
-        display_name: 'Python (no vramscope)',
-        language: 'python',
-        env: { PYTHONPATH: hideDir }
-      })
-    );
+    specDir = installKernelspec(NO_BRIDGE, {
+      argv: [PYTHON, '-m', 'ipykernel_launcher', '-f', '{connection_file}'],
+      display_name: 'Python (no vramscope)',
+      language: 'python',
+      env: { PYTHONPATH: hideDir }
+    });
   });
 
   test.afterAll(() => {
@@ -182,5 +187,86 @@ test.describe('a kernel without the bridge', () => {
     // the notebook itself keeps working
     await runCode(page, 0, 'print(40 + 2)');
     await waitForCell(page, 0);
+  });
+});
+
+// A real kernel of another language: ipykernel's wrapper-kernel base class with an `echo`
+// language, which logs every code it is sent (ground truth for "nothing was run").
+const ECHO_KERNEL = `
+import os
+from ipykernel.kernelapp import IPKernelApp
+from ipykernel.kernelbase import Kernel
+
+
+class EchoKernel(Kernel):
+    implementation = "echo"
+    implementation_version = "1.0"
+    language = "echo"
+    language_version = "1.0"
+    language_info = {"name": "echo", "mimetype": "text/plain", "file_extension": ".txt"}
+    banner = "echo"
+
+    async def do_execute(self, code, silent, store_history=True, user_expressions=None,
+                         allow_stdin=False, **kwargs):
+        with open(os.environ["VRAMSCOPE_ECHO_LOG"], "a") as log:
+            log.write(repr(code) + "\\n")
+        if not silent:
+            self.send_response(self.iopub_socket, "stream", {"name": "stdout", "text": code})
+        return {"status": "ok", "execution_count": self.execution_count,
+                "payload": [], "user_expressions": {}}
+
+
+IPKernelApp.launch_instance(kernel_class=EchoKernel)
+`;
+
+test.describe('a non-Python kernel', () => {
+  let echoDir = '';
+  let echoSpec = '';
+  test.beforeAll(() => {
+    echoDir = fs.mkdtempSync(path.join(os.tmpdir(), 'vramscope-echo-'));
+    fs.writeFileSync(path.join(echoDir, 'echo_kernel.py'), ECHO_KERNEL);
+    echoSpec = installKernelspec(ECHO, {
+      argv: [
+        PYTHON,
+        path.join(echoDir, 'echo_kernel.py'),
+        '-f',
+        '{connection_file}'
+      ],
+      display_name: 'Echo',
+      language: 'echo',
+      env: { VRAMSCOPE_ECHO_LOG: path.join(echoDir, 'executed.log') }
+    });
+  });
+
+  test.afterAll(() => {
+    fs.rmSync(echoSpec, { recursive: true, force: true });
+    fs.rmSync(echoDir, { recursive: true, force: true });
+  });
+
+  test('says it needs a Python kernel and sends the kernel nothing', async ({
+    page
+  }) => {
+    const errors: string[] = [];
+    page.on('pageerror', err => errors.push(String(err)));
+    await page.notebook.createNew('echo.ipynb', { kernel: ECHO });
+    await openPanel(page);
+    const status = page.locator('#vramscope-panel .vramscope-Status');
+    await expect(status).toHaveAttribute('data-status', 'unsupported-kernel', {
+      timeout: 60_000
+    });
+    await expect(
+      page.locator('#vramscope-panel .vramscope-Status-message')
+    ).toHaveText('vramscope needs a Python kernel (this one is echo)');
+    // the notebook itself works, and the kernel ran only the user's cell (no bootstrap)
+    await setCode(page, 0, 'hello from echo');
+    await page.notebook.runCell(0, { inplace: true });
+    await waitForCell(page, 0);
+    await expect(
+      (await page.notebook.getCellLocator(0))!.locator('.jp-OutputArea-output')
+    ).toHaveText('hello from echo');
+    const log = fs.readFileSync(path.join(echoDir, 'executed.log'), 'utf8');
+    expect(log).toBe("'hello from echo'\n");
+    await expect(rows(page)).toHaveCount(0);
+    expect(errors.filter(e => /vramscope/i.test(e))).toEqual([]);
   });
 });
