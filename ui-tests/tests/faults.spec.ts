@@ -137,6 +137,20 @@ test('one notebook open in two browser tabs: both panels follow the kernel', asy
   await second.close();
 });
 
+/** A new notebook `name` on kernelspec `kernel`, once the panel shows `status`. */
+async function newNotebookShowing(
+  page: IJupyterLabPageFixture,
+  name: string,
+  kernel: string,
+  status: string
+): Promise<void> {
+  await page.notebook.createNew(name, { kernel });
+  await openPanel(page);
+  await expect(
+    page.locator('#vramscope-panel .vramscope-Status')
+  ).toHaveAttribute('data-status', status, { timeout: 60_000 });
+}
+
 // The kernelspec exists only around this test: JupyterLab's default kernel for new
 // notebooks could otherwise be it.
 test.describe('a kernel without the bridge', () => {
@@ -172,12 +186,7 @@ test.describe('a kernel without the bridge', () => {
   test('a kernel without the bridge shows the install line', async ({
     page
   }) => {
-    await page.notebook.createNew('no-bridge.ipynb', { kernel: NO_BRIDGE });
-    await openPanel(page);
-    const status = page.locator('#vramscope-panel .vramscope-Status');
-    await expect(status).toHaveAttribute('data-status', 'no-bridge', {
-      timeout: 60_000
-    });
+    await newNotebookShowing(page, 'no-bridge.ipynb', NO_BRIDGE, 'no-bridge');
     await expect(
       page.locator('#vramscope-panel .vramscope-Status-installLine')
     ).toHaveText('%pip install vramscope');
@@ -248,12 +257,7 @@ test.describe('a non-Python kernel', () => {
   }) => {
     const errors: string[] = [];
     page.on('pageerror', err => errors.push(String(err)));
-    await page.notebook.createNew('echo.ipynb', { kernel: ECHO });
-    await openPanel(page);
-    const status = page.locator('#vramscope-panel .vramscope-Status');
-    await expect(status).toHaveAttribute('data-status', 'unsupported-kernel', {
-      timeout: 60_000
-    });
+    await newNotebookShowing(page, 'echo.ipynb', ECHO, 'unsupported-kernel');
     await expect(
       page.locator('#vramscope-panel .vramscope-Status-message')
     ).toHaveText('vramscope needs a Python kernel (this one is echo)');
