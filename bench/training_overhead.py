@@ -25,6 +25,7 @@ ratios over rounds and their quartiles, for torch's default thread count
 and for 1 thread. ``--record`` writes the table to bench/RESULTS.md. No asserts.
 
     python bench/training_overhead.py [--rounds 8] [--block 0.8] [--quick] [--record]
+        [--arms off2,sampler,all] [--threads default|1|both] [--workloads gpt,conv,mlp]
 """
 
 from __future__ import annotations
@@ -213,15 +214,18 @@ def run_workload(kernel_cls: Any, bootstrap: str, name: str, args: argparse.Name
         kernel.run_ok(f"WORKLOAD = {name!r}\n" + SETUP)
         bench = Bench(kernel, args.hz)
         default_threads = int(kernel.eval("torch.get_num_threads()"))
-        for threads in dict.fromkeys((default_threads, 1)):
+        counts = {"default": (default_threads,), "1": (1,), "both": (default_threads, 1)}
+        for threads in dict.fromkeys(counts[args.threads]):
             kernel.run_ok(f"torch.set_num_threads({threads})")
             kernel.run_ok("_vs_last = train_block(3)")  # warm-up at this thread count
             kernel.run_ok("_vs_last = train_block(3)")
             step = float(kernel.eval("_vs_last")[0]) / 3
             steps = max(3, round(args.block / step))
-            ratios: dict[str, list[tuple[float, ...]]] = {a: [] for a in ARMS[1:]}
+            arms = tuple(a for a in ARMS[1:] if a in args.arms.split(","))
+            ratios: dict[str, list[tuple[float, ...]]] = {a: [] for a in arms}
+            # pooled: (the arm's summed wall, its neighbours' summed geometric means)
+            pooled: dict[str, list[float]] = {a: [0.0, 0.0] for a in arms}
             for r in range(args.rounds):
-                arms = ARMS[1:]
                 order = arms[r % len(arms) :] + arms[: r % len(arms)]
                 if r % 2:
                     order = order[::-1]
@@ -237,6 +241,8 @@ def run_workload(kernel_cls: Any, bootstrap: str, name: str, args: argparse.Name
                     after = bench.block(steps)
                     base = [math.sqrt(x * y) for x, y in zip(before, after)]
                     ratios[arm].append(tuple(g / b for g, b in zip(got, base)))
+                    pooled[arm][0] += got[0]
+                    pooled[arm][1] += base[0]
                     before = after
             bench.switch("off")
             head = (
@@ -245,15 +251,16 @@ def run_workload(kernel_cls: Any, bootstrap: str, name: str, args: argparse.Name
                 f"(~{step * 1000:.0f} ms a step), {args.rounds} rounds"
             )
             lines.append(head)
-            for arm in ARMS[1:]:
+            for arm in arms:
                 w, c, m = (quartiles([x[i] for x in ratios[arm]]) for i in range(3))
                 label = "off2 (A/A)" if arm == "off2" else arm
                 lines.append(
                     f"  {label:<12} wall {w[1]:.3f} [{w[0]:.3f}..{w[2]:.3f}]   "
                     f"CPU {c[1]:.3f} [{c[0]:.3f}..{c[2]:.3f}]   "
-                    f"median step {m[1]:.3f} [{m[0]:.3f}..{m[2]:.3f}]"
+                    f"median step {m[1]:.3f} [{m[0]:.3f}..{m[2]:.3f}]   "
+                    f"pooled wall {pooled[arm][0] / pooled[arm][1]:.3f}"
                 )
-            print("\n".join(lines[-len(ARMS) :]), flush=True)
+            print("\n".join(lines[-len(arms) - 1 :]), flush=True)
     finally:
         kernel.close()
     return lines
@@ -265,6 +272,12 @@ def main() -> None:
     parser.add_argument("--block", type=float, default=0.8, help="seconds of steps per block")
     parser.add_argument("--hz", type=float, default=10.0, help="the sampler's rate when on")
     parser.add_argument("--workloads", default="gpt,conv,mlp")
+    parser.add_argument(
+        "--arms", default=",".join(ARMS[1:]), help="the arms to run (off is always run)"
+    )
+    parser.add_argument(
+        "--threads", choices=("default", "1", "both"), default="both", help="torch threads"
+    )
     parser.add_argument("--quick", action="store_true", help="3 rounds of 0.3 s blocks")
     parser.add_argument("--record", action="store_true", help="write to bench/RESULTS.md")
     args = parser.parse_args()
@@ -280,7 +293,9 @@ def main() -> None:
         "[quartiles] over rounds; wall = the "
         "steps timed inside the cell; CPU = the kernel process (all threads) from the "
         "execute request to 30 ms after the reply; median step = the block's median step "
-        "(steady state: leaves out the cell's measured first step and bursts of load)",
+        "(steady state: leaves out the cell's measured first step and bursts of load); "
+        "pooled wall = the arm's summed wall over its neighbours' summed geometric means "
+        "(every round weighed by its time: the mean, whose error falls as 1/sqrt(rounds))",
     ]
     for name in args.workloads.split(","):
         lines.append(f"{name}: {WORKLOADS[name]}")
