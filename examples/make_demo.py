@@ -23,8 +23,7 @@ tensors there.""",
     ),
     (
         "code",
-        """%load_ext vramscope
-import time
+        """import time
 
 import torch
 

@@ -128,6 +128,10 @@ class Runtime:
             shell.events.register("post_run_cell", self._post_run_cell)
             shell.events.register("post_execute", self._post_execute)
             self._installed_on = shell
+            # registered by the front end's bootstrap or a plain import, not by %load_ext:
+            # IPython must know it is loaded, or %unload_ext says "not loaded" and keeps it
+            with contextlib.suppress(Exception):
+                shell.extension_manager.loaded.add(__package__)
             BASELINE.start(self.cpu.in_use)  # "runtime (torch import)" in the breakdown
             self.bridge.register()
             self._refresh_devices()
@@ -149,6 +153,8 @@ class Runtime:
             ):
                 with contextlib.suppress(ValueError):
                     shell.events.unregister(event, hook)
+            with contextlib.suppress(Exception):
+                shell.extension_manager.loaded.discard(__package__)
         # the cell running the unload had its pre_run_cell: it must not be closed (with a
         # bogus duration) by the post_run_cell of the cell that loads the bridge again
         self.recorder.drop_pending()

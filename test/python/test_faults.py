@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from faults_session import MIB, Session
+from kernel_harness import BOOTSTRAP
 
 pytestmark = pytest.mark.kernel
 
@@ -89,17 +90,17 @@ def test_cleared_callbacks_are_put_back_with_a_notice(s: Session, event: str) ->
     assert s.k.eval("__import__('vramscope').runtime.get_runtime().recorder.running") is False
 
 
-def test_every_callback_list_replaced_at_once_then_load_ext(s: Session) -> None:
+def test_every_callback_list_replaced_at_once_then_the_bootstrap(s: Session) -> None:
     s.k.execute(
         "ip = get_ipython()\n"
         "for event in ('pre_run_cell', 'post_run_cell', 'post_execute'):\n"
         "    ip.events.callbacks[event] = []",
         "replace",
     )
-    # nothing of the bridge runs any more in the main thread: loading it again (what the
-    # front end's bootstrap does on every reconnect) puts the hooks back, with a notice
+    # nothing of the bridge runs any more in the main thread: the front end's bootstrap (run
+    # on every reconnect and page reload) puts the hooks back, with a notice
     s.k.execute("unseen = 1", "unseen")
-    s.k.execute("%load_ext vramscope", "reload")
+    s.k.execute(BOOTSTRAP, silent=True)
     notice = s.next_of("notice")
     assert "pre_run_cell and post_run_cell" in notice["message"], notice
     data = s.cell("w = bytearray(8 * 1024 * 1024)", "after-replace")

@@ -63,7 +63,7 @@ def test_the_demo_holders_are_complete(session: Session) -> None:
         for c in json.loads(DEMO.read_text(encoding="utf-8"))["cells"]
         if c["cell_type"] == "code"
     ]
-    session.cell(cells[0], "demo-0")  # %load_ext, import torch
+    session.cell(cells[0], "demo-0")  # import torch, vramscope
     session.k.request(session.control, "set_settings", {"insight_budget_ms": 1})
     start = len(session.k.iopub)
     for i, code in enumerate(cells[1:-1], start=1):

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from kernel_harness import KernelHarness
+from kernel_harness import BOOTSTRAP, KernelHarness
 from vramscope.sampler import THREAD_NAME
 
 pytestmark = pytest.mark.kernel
@@ -62,6 +62,21 @@ def test_one_plain_cell_registers_everything(fresh: KernelHarness, code: str) ->
     assert fresh.comm_data(stream, "samples", timeout=10)["samples"]
     assert fresh.eval(SAMPLER_ALIVE) == 1
     assert fresh.eval(OUR_HOOKS) == 2
+
+
+def test_unload_after_the_front_ends_bootstrap_stops_everything(fresh: KernelHarness) -> None:
+    # JupyterLab registers the bridge with a silent bootstrap, not %load_ext: IPython's
+    # %unload_ext must still know it is loaded (it used to answer "not loaded" and keep it)
+    fresh.execute(BOOTSTRAP, silent=True)
+    assert fresh.eval(SAMPLER_ALIVE) == 1 and fresh.eval(OUR_HOOKS) == 2
+    start = len(fresh.iopub)
+    fresh.run_ok("%unload_ext vramscope", "unload")
+    said = [m["content"].get("text", "") for m in fresh.iopub[start:] if m["msg_type"] == "stream"]
+    assert not any("not loaded" in text for text in said), said
+    assert fresh.eval(SAMPLER_ALIVE) == 0
+    assert fresh.eval(OUR_HOOKS) == 0
+    fresh.run_ok("%load_ext vramscope", "reload")
+    assert fresh.eval(SAMPLER_ALIVE) == 1 and fresh.eval(OUR_HOOKS) == 2
 
 
 def test_unload_stops_everything_and_load_brings_it_back(fresh: KernelHarness) -> None:
