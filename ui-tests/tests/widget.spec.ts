@@ -10,10 +10,21 @@ import {
 } from './lab';
 import { panelBuilt } from './utils';
 
-/** A cell that runs for about 5 s and grows memory step by step. */
+/** The file whose appearance in the kernel's working directory ends SLOW_CELL early. */
+const STOP_FILE = 'stop-cell';
+
+/**
+ * A cell that runs for about 5 s and grows memory step by step; it stops (and removes
+ * STOP_FILE) as soon as the test has seen what it needs, ~2 s in.
+ */
 const SLOW_CELL = [
+  `if os.path.exists('${STOP_FILE}'):  # left by a run that ended on its own`,
+  `    os.remove('${STOP_FILE}')`,
   'xs = []',
   'for i in range(50):',
+  `    if os.path.exists('${STOP_FILE}'):`,
+  `        os.remove('${STOP_FILE}')`,
+  '        break',
   '    xs.append(torch.ones(256 * 1024))  # 1 MiB more each step',
   '    time.sleep(0.1)'
 ].join('\n');
@@ -50,11 +61,15 @@ async function start(
 const newest = (widget: Locator) => async () =>
   Number((await widget.getAttribute('data-newest-t')) ?? -Infinity);
 
-/** While `cell` runs, the widget's newest point moves and the running cell has its band. */
+/**
+ * While `cell` runs, the widget's newest point moves and the running cell has its band.
+ * `dir` is the notebook's folder (the kernel's working directory).
+ */
 async function followsARunningCell(
   page: IJupyterLabPageFixture,
   widget: Locator,
-  index: number
+  index: number,
+  dir: string
 ): Promise<void> {
   const before = await newest(widget)();
   const bands = Number(await widget.getAttribute('data-bands'));
@@ -76,6 +91,7 @@ async function followsARunningCell(
     widget.locator('canvas.vramscope-Widget-lines')
   );
   expect(inked).toBeGreaterThan(50);
+  await page.contents.uploadContent('', 'text', `${dir}/${STOP_FILE}`);
   await expect(prompt).toHaveText(/^\[\d+\]:$/, { timeout: 60_000 });
 }
 
@@ -85,11 +101,12 @@ test.describe('inline widget (issue 11 item 3)', () => {
   test.skip(!panelBuilt(), 'the front end is not built');
 
   test('vramscope.widget() draws live in cell output, survives a reload, goes when cleared', async ({
-    page
+    page,
+    tmpPath
   }) => {
     await page.setViewportSize({ width: 1400, height: 900 });
     await newNotebookWithPanel(page, 'widget.ipynb', 320);
-    await runCode(page, 0, 'import time, torch, vramscope');
+    await runCode(page, 0, 'import os, time, torch, vramscope');
     await runCode(page, 1, 'vramscope.widget(window=30, height=100)');
     await setCode(page, 2, 'pass');
     await setCode(page, 3, 'pass');
@@ -102,7 +119,7 @@ test.describe('inline widget (issue 11 item 3)', () => {
     );
 
     await test.step('the newest point moves while a cell runs', async () => {
-      await followsARunningCell(page, widget, 2);
+      await followsARunningCell(page, widget, 2, tmpPath);
       await widget.screenshot({
         path: test.info().outputPath('widget.png')
       });
@@ -132,7 +149,7 @@ test.describe('inline widget (issue 11 item 3)', () => {
       await expect(restored).toHaveAttribute('data-status', 'connected', {
         timeout: 60_000
       });
-      await followsARunningCell(page, restored, 2);
+      await followsARunningCell(page, restored, 2, tmpPath);
     });
 
     await test.step('clearing the output disposes it', async () => {
