@@ -116,6 +116,7 @@ REQUIREMENTS=(
   jupyter_client
   comm
   pytest
+  pytest-xdist # scripts/test.sh runs the Python tests on two workers
   ruff
   mypy
   hatchling

@@ -5,7 +5,8 @@
 # Suites: setup, lint (eslint, prettier, stylelint, ruff check, ruff format, mypy: one test
 # each), version (Python __version__ == package.json), wheel (built wheel carries the
 # labextension, and installed on its own `jupyter labextension list` shows it enabled OK),
-# jest, pytest (test/python), cuda (`pytest -m cuda`, only where torch sees a CUDA device),
+# jest, pytest (test/python on two workers, but for the tests marked serial), pytest-1w (those,
+# alone), cuda (`pytest -m cuda`, only where torch sees a CUDA device),
 # demo notebook (examples/demo.ipynb via nbclient, in under DEMO_LIMIT_S seconds), ui
 # (galata/playwright in system chromium against a real JupyterLab).
 #
@@ -13,7 +14,8 @@
 # run with no test passed, and skipped Playwright tests each count as failures.
 #
 # Environment: VRAMSCOPE_SKIP="ui demo" skips suites by name (setup, lint, version and wheel
-# always run); PYTEST_ARGS adds arguments to the pytest suite (not to the cuda suite).
+# always run); PYTEST_ARGS adds arguments to the pytest suite (not to the cuda suite) and runs
+# it in one process, the serial tests included (no pytest-1w suite).
 set -uo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
@@ -246,8 +248,19 @@ EOF
   record "$suite" "$p" "$f" $(($(date +%s) - t)) "$note"
 }
 
-# shellcheck disable=SC2086
-run_pytest pytest "$RESULTS/pytest.xml" test/python ${PYTEST_ARGS:-}
+# Two workers (pytest-xdist; whole files to a worker, so that a module's kernel starts once)
+# run every test but those marked serial, which then run alone in suite pytest-1w
+# (test/python/conftest.py says which and why). -m replaces pyproject's `-m 'not cuda'`, hence
+# its `not cuda` here. With PYTEST_ARGS (a selection of one's own) everything runs in one
+# process, as before.
+if [ -n "${PYTEST_ARGS:-}" ]; then
+  # shellcheck disable=SC2086
+  run_pytest pytest "$RESULTS/pytest.xml" test/python $PYTEST_ARGS
+else
+  run_pytest pytest "$RESULTS/pytest.xml" -n 2 --dist loadfile --no-loadscope-reorder \
+    -m "not cuda and not serial" test/python
+  run_pytest pytest-1w "$RESULTS/pytest-serial.xml" -m "serial and not cuda" test/python
+fi
 
 # The tests marked cuda (deselected above) need a real CUDA device; without one the suite is
 # recorded as not run, which is not a failure.

@@ -34,3 +34,47 @@ def fresh_stream_kernel() -> Iterator[tuple[object, str]]:
         yield harness, stream
     finally:
         harness.close()
+
+
+#: Test files that must not run beside another test (scripts/test.sh runs every other file on
+#: two pytest-xdist workers, then these, marked ``serial``, alone): they bound wall-clock
+#: times or rates (sampler batches, the quiet waits, a long cell's records, the 10,000-module
+#: answer, /dev/kmsg, the samples of a computing cell), read memory that child processes'
+#: reporters sample (DataLoader workers, OOM kills), or read exact bytes where the kernel's own
+#: threads, delayed on a busy machine, have shown in a cell's delta before (Run All's 64 MiB
+#: cell, the checkpointed region).
+SERIAL_FILES = frozenset(
+    {
+        "test_cell_batching.py",
+        "test_faults_scale.py",
+        "test_faults_selfmem.py",
+        "test_kernel.py",
+        "test_kernel_checkpoint.py",
+        "test_kernel_runall.py",
+        "test_processes.py",
+        "test_processes_oom.py",
+        "test_processes_units.py",
+        "test_quiet.py",
+        "test_sampler.py",
+    }
+)
+
+#: The longest files (~15-40 s each on one core): on two workers they start first, so that
+#: no worker is left running one of them alone at the end (with --no-loadscope-reorder, else
+#: pytest-xdist orders files by their number of tests).
+LONGEST_FILES = (
+    "test_cli.py",
+    "test_cli_demo.py",
+    "test_soak.py",
+    "test_advise_steps.py",
+    "test_faults.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.name in SERIAL_FILES:
+            item.add_marker(pytest.mark.serial)
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # a pytest-xdist worker: the longest files first
+        first = {name: i for i, name in enumerate(LONGEST_FILES)}
+        items.sort(key=lambda item: first.get(item.path.name, len(first)))
