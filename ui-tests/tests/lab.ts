@@ -7,24 +7,64 @@ import {
   IJupyterLabPageFixture,
   test as galataTest
 } from '@jupyterlab/galata';
-import type { Locator, Page } from '@playwright/test';
+import type { APIRequestContext, Locator, Page } from '@playwright/test';
 import * as path from 'path';
 
 import { debuggerAnswered, ROOT, watchDebugRequests } from './utils';
 
 /**
  * galata's `test`, which after each test waits until the page's kernel connections have
- * settled (see `kernelsSettled`) before the page is closed.
+ * settled (see `kernelsSettled`) before the page is closed, and which shuts down the kernels
+ * that earlier tests left on the server while the test runs (see `leftKernels`).
  */
 export const test = galataTest.extend<{ settleKernels: void }>({
   settleKernels: [
-    async ({ page }, use) => {
+    async ({ page, request }, use) => {
+      // Listed before the test starts any kernel; shut down while it runs, the errors kept
+      // for after it (a rejection left unhandled meanwhile would end the worker).
+      const shutdowns = shutDown(request, await leftKernels(request)).then(
+        () => null,
+        (error: unknown) => error
+      );
       await use();
       await kernelsSettled(page);
+      const failed = await shutdowns;
+      if (failed) {
+        throw failed;
+      }
     },
     { auto: true }
   ]
 });
+
+/**
+ * The kernels that earlier tests left on the server (the new page has started none yet), as
+ * the URLs that shut them down: a session's (which shuts its kernel down) or else the
+ * kernel's. With `kernels: null` galata leaves each test's kernels running: each with torch
+ * imported and the bridge's sampler ticking at 10 Hz, ~0.5% of a core apiece, ~25 of them by
+ * the end of the suite.
+ */
+async function leftKernels(request: APIRequestContext): Promise<string[]> {
+  const get = async (url: string) => (await request.get(url)).json();
+  const sessions: { id: string; kernel?: { id: string } }[] =
+    await get('/api/sessions');
+  const kernels: { id: string }[] = await get('/api/kernels');
+  const inSessions = new Set(sessions.map(s => s.kernel?.id));
+  return [
+    ...sessions.map(s => `/api/sessions/${s.id}`),
+    ...kernels
+      .filter(k => !inSessions.has(k.id))
+      .map(k => `/api/kernels/${k.id}`)
+  ];
+}
+
+/** Shut down the kernels that `leftKernels` listed, all at once. */
+async function shutDown(
+  request: APIRequestContext,
+  urls: string[]
+): Promise<void> {
+  await Promise.all(urls.map(url => request.delete(url)));
+}
 
 /**
  * Wait until no kernel websocket of `page` is still being opened. A page closed while one is
