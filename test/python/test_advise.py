@@ -54,6 +54,12 @@ def k() -> Iterator[KernelHarness]:
     kernel.close()
 
 
+def cpu_has_bf16() -> bool:
+    """This machine's x86 flags, read here: AVX512-BF16 or AMX-BF16 present."""
+    flags = Path("/proc/cpuinfo").read_text().split("flags")[1].split("\n")[0].split()
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
 def ground_truth(k: KernelHarness) -> dict[str, float]:
     kept = value(k, "_gt_measure(_gt_forward)[0]")
     peak = value(k, "_gt_measure(_gt_step)[1]")
@@ -78,6 +84,9 @@ def test_get_advice_over_the_protocol(k: KernelHarness) -> None:
     }
     techniques = [s["technique"] for s in advice["suggestions"]]
     assert {"checkpointing", "autocast", "accumulation"} <= set(techniques)
+    # bf16 on CPU is faster only with native bf16 instructions (the test reads the flags)
+    amp_cost = by_technique(advice, "autocast")["cost"]["text"]
+    assert amp_cost.startswith("usually faster" if cpu_has_bf16() else "slower on this CPU")
     peaks = [
         s["predicted"]["step_peak_saving_bytes"]
         if s["predicted"]["step_peak_saving_bytes"] is not None
