@@ -259,7 +259,12 @@ if [ -n "${PYTEST_ARGS:-}" ]; then
 else
   run_pytest pytest "$RESULTS/pytest.xml" -n 2 --dist loadfile --no-loadscope-reorder \
     -m "not cuda and not serial" test/python
-  run_pytest pytest-1w "$RESULTS/pytest-serial.xml" -m "serial and not cuda" test/python
+  # Named files: collecting all of test/python again would import every module (~14 s).
+  serial_files=$(cd test/python \
+    && "$PY" -c 'import conftest; print(*sorted("test/python/" + f for f in conftest.SERIAL_FILES))')
+  # shellcheck disable=SC2086
+  run_pytest pytest-1w "$RESULTS/pytest-serial.xml" -m "serial and not cuda" \
+    ${serial_files:-test/python}
 fi
 
 # The tests marked cuda (deselected above) need a real CUDA device; without one the suite is
