@@ -141,3 +141,68 @@ def test_an_eval_cell_is_not_charged_with_graphs_kept_before_it(cells: Cells) ->
     assert 3 in found
     # its own graph only (on top of the three still kept): a third of them
     assert modes[4]["predicted"]["saving_bytes"] == pytest.approx(three / 3, rel=0.05)
+
+
+NET_M = """
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.ln = torch.nn.LayerNorm(64)  # 'LayerNorm(' ends in the model's name + '('
+        self.fc = torch.nn.Linear(64, 1)
+
+    def forward(self, x):
+        return self.fc(torch.relu(self.ln(x)))
+
+
+m = Net()
+opt = torch.optim.SGD(m.parameters(), lr=0.01)
+x = torch.randn(2048, 64)
+"""
+
+
+class QuickCells(Cells):
+    """Cells run faster than insight (shift-enter, Run All): a quick cell gets no insight of
+    its own, and the next insight is shared with it, as the kernel's coalesced insight is."""
+
+    def run_quick(self, code: str) -> None:
+        last, self.engine.after_cell = self.engine.after_cell, lambda *_: None
+        try:
+            self.run(code)
+        finally:
+            self.engine.after_cell = last
+
+
+def evals(cells: Cells) -> list[int | None]:
+    advice = cells.advisor.advise()
+    found = [m["execution_count"] for m in advice["mistakes"] if m["id"].startswith("eval")]
+    modes = [s for s in advice["suggestions"] if s["technique"] == "inference_mode"]
+    assert len(modes) == len(found)
+    return found
+
+
+@pytest.mark.parametrize("check", ["", "print(m(x[:4]).shape)  # a quick look\n"])
+def test_a_cell_sharing_the_training_insight_is_not_an_evaluation(check: str) -> None:
+    """The model's cell (a model named m, a LayerNorm in it; or a quick look at an output),
+    then the training cell, before insight ran in between: their one insight holds the
+    training's graph, which is not the first cell's evaluation."""
+    c = QuickCells()
+    try:
+        c.run_quick(NET_M + check)
+        c.run(CLEAN.replace("model(", "m("))
+        assert c.advisor.log.recent[0].insight is c.advisor.log.recent[1].insight  # shared
+        assert evals(c) == []
+        c.run("preds = m(x)  # evaluation")  # its own insight: found
+        assert evals(c) == [3]
+    finally:
+        c.close()
+
+
+def test_calls_the_model() -> None:
+    from vramscope.optimize.techniques.simple import calls
+
+    assert calls("y = m(x)", "m") and calls("y = m (x)", "m")
+    assert not calls("ln = nn.LayerNorm(4)", "m") and not calls("y = self.m(x)", "m")
+    assert calls("out = trainer.model(x)", "trainer.model")
+    assert not calls("out = trainer.model_b(x)", "trainer.model")
+    assert calls("out = models['main'](x)", "models['main']")
+    assert calls("sortie = modèle(x)", "modèle") and not calls("sous_modèle(x)", "modèle")

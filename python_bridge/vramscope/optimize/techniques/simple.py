@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from typing import Any
 
 from ..codegen import CannotRewrite, replace_call_kwarg, wrap_all
@@ -86,9 +87,12 @@ def eval_cells(ctx: Context, runs: list[CellRun]) -> list[tuple[CellSource, int]
     if not model:
         return []
     measured: set[int] = set()  # insights already used (one may cover several cells)
+    # an insight shared with a training cell (cells run quickly one after another) holds
+    # that cell's graph: it says nothing about the cells beside it
+    measured.update(id(r.insight) for r in runs if r.insight is not None and _trains(r))
     for run in runs:
         src = run.cell.source
-        if f"{model}(" not in src or is_training_source(src) or ".backward(" in src:
+        if _trains(run) or not calls(src, model):
             continue
         if "inference_mode" in src or "no_grad" in src:
             continue
@@ -101,6 +105,16 @@ def eval_cells(ctx: Context, runs: list[CellRun]) -> list[tuple[CellSource, int]
             measured.add(id(run.insight))
             found[run.cell.execution_count] = (run.cell, saved)
     return list(found.values())
+
+
+def _trains(run: CellRun) -> bool:
+    return is_training_source(run.cell.source) or ".backward(" in run.cell.source
+
+
+def calls(source: str, expr: str) -> bool:
+    """Whether ``source`` calls ``expr`` (``m(x)``; not ``LayerNorm(`` nor ``self.m(``)."""
+    start = r"(?<![\w.])" if expr[:1].isidentifier() else ""
+    return re.search(start + re.escape(expr) + r"\s*\(", source) is not None
 
 
 def self_baseline(runs: list[CellRun], run: CellRun) -> dict[str, Any] | None:
