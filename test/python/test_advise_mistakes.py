@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import torch
 
 from advise_cells import Cells
 
@@ -89,7 +90,37 @@ def test_deprecated_cuda_amp(cells: Cells) -> None:
     )
     found = mistakes(cells)["cuda_amp"]
     assert "deprecated" in found["why"]
-    assert found["fix_code"] == 'torch.amp.GradScaler("cuda")'
+    # the user's arguments kept: a scaler they turned off stays off
+    assert found["fix_code"] == 'torch.amp.GradScaler("cuda", enabled=False)'
+
+
+@pytest.mark.filterwarnings("ignore:.*torch.cuda.amp.autocast.*is deprecated")
+@pytest.mark.filterwarnings("ignore:CUDA is not available")
+@pytest.mark.parametrize(
+    ("call", "fix"),
+    [
+        ("torch.cuda.amp.autocast()", 'torch.autocast("cuda", dtype=torch.float16)'),
+        (
+            "torch.cuda.amp.autocast(enabled=False)",
+            'torch.autocast("cuda", dtype=torch.float16, enabled=False)',
+        ),
+        (  # positional: torch.autocast takes the device first, so they are named
+            "torch.cuda.amp.autocast(use_amp, torch.bfloat16)",
+            'torch.autocast("cuda", enabled=use_amp, dtype=torch.bfloat16)',
+        ),
+    ],
+)
+def test_deprecated_cuda_autocast_keeps_the_arguments(cells: Cells, call: str, fix: str) -> None:
+    cells.run(f"use_amp = False\nwith {call}:\n    y = model(x[:2])")
+    found = mistakes(cells)["cuda_amp"]
+    assert found["fix_code"] == fix
+    # the fix takes the user's arguments and sets the autocast state the call set (where
+    # CUDA is missing, both turn it off with a warning: then only the arguments are checked)
+    with eval(call, {"torch": torch, "use_amp": False}):
+        before = (torch.is_autocast_enabled("cuda"), torch.get_autocast_dtype("cuda"))
+    with eval(fix, {"torch": torch, "use_amp": False}):
+        after = (torch.is_autocast_enabled("cuda"), torch.get_autocast_dtype("cuda"))
+    assert after == before
 
 
 def test_loss_kept_across_steps(cells: Cells) -> None:

@@ -51,13 +51,39 @@ def reentrant_checkpoint(cell: CellSource, tree: ast.Module) -> Mistake | None:
     return None
 
 
+#: torch.cuda.amp.autocast's positional parameters, which torch.autocast takes by keyword
+_AUTOCAST_PARAMS = ("enabled", "dtype", "cache_enabled")
+
+
+def _amp_arguments(cell: CellSource, what: str) -> list[str]:
+    """The user's arguments to their first ``torch.cuda.amp.<what>(...)`` call, as text
+    (``enabled=False`` kept: the fix must not turn on what they turned off); autocast's
+    positional ones named, since ``torch.autocast`` takes the device first."""
+    tree = parse(cell.source)
+    for node in ast.walk(tree) if tree is not None else ():
+        if isinstance(node, ast.Call) and ast.unparse(node.func) == f"torch.cuda.amp.{what}":
+            text = [ast.get_source_segment(cell.source, a) or ast.unparse(a) for a in node.args]
+            if what == "autocast":
+                text = [f"{_AUTOCAST_PARAMS[i]}={t}" for i, t in enumerate(text[:3])]
+            for kw in node.keywords:
+                value = ast.get_source_segment(cell.source, kw.value) or ast.unparse(kw.value)
+                text.append(f"{kw.arg}={value}" if kw.arg else f"**{value}")
+            return text
+    return []
+
+
 def cuda_amp(cell: CellSource) -> Mistake | None:
     match = _CUDA_AMP.search(cell.source)
     if match is None:
         return None
     what = match.group(1)
-    fix = 'torch.autocast("cuda", dtype=torch.float16)' if what == "autocast" else ""
-    fix = fix or 'torch.amp.GradScaler("cuda")'
+    args = _amp_arguments(cell, what)
+    if what == "autocast":
+        if not any(a.startswith(("dtype=", "**")) for a in args):
+            args.insert(0, "dtype=torch.float16")  # torch.cuda.amp.autocast's default
+        fix = f'torch.autocast("cuda", {", ".join(args)})'
+    else:
+        fix = "torch.amp.GradScaler(" + ", ".join(['"cuda"', *args]) + ")"
     return _mistake(
         f"cuda_amp:{cell.execution_count}",
         f"Deprecated torch.cuda.amp.{what} in cell [{cell.execution_count}]",
