@@ -71,7 +71,14 @@ def batch_vars(ctx: Context) -> list[str]:
 
 
 def suggest(ctx: Context) -> list[Suggestion]:
-    if not ctx.layers or ctx.training is None or not ctx.batch_size:
+    if not ctx.layers or ctx.training is None:
+        return []
+    if not ctx.batch_size:
+        ctx.notes.append(
+            f"gradient accumulation: not offered, the batch size of training cell "
+            f"[{ctx.training.execution_count}] was not found (the model's input is not a "
+            "tensor, a sequence of tensors or a DataLoader named in the cell, e.g. model(**batch))"
+        )
         return []
     done = accumulating(ctx.training.source)
     if done is not None:
