@@ -27,7 +27,7 @@ ARGS=(
   --ServerApp.port_retries=0
   --ServerApp.root_dir="$ROOT"
   --IdentityProvider.token="$TOKEN"
-  --ServerApp.default_url="/lab/tree/${NOTEBOOK}"
+  --LabApp.default_url="/lab/tree/${NOTEBOOK}"
 )
 if [ "$(id -u)" = 0 ]; then
   ARGS+=(--allow-root)
