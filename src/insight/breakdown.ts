@@ -160,7 +160,7 @@ namespace Private {
         bytes: Math.min(tensors, left),
         help:
           'Tensors of your namespace that belong to no model (a variable, or a list, ' +
-          'tuple or dict of them): "What is holding memory" names them.'
+          'tuple or dict of them); "What is holding memory" names the larger ones.'
       });
       left = Math.max(0, left - tensors);
     }

@@ -30,10 +30,11 @@ export interface ILayerNode {
 /** The display name of a root-level special row. */
 export function specialName(layer: ILayerInfo): string | null {
   if (layer.path === '') {
-    const shape = layer.output_shape
-      ? ` [${layer.output_shape.join(', ')}]`
-      : '';
-    return `model output${shape}`;
+    // No shape: the output is not one tensor (a Hugging Face ModelOutput, a tuple), and the
+    // row holds what the model's own forward saved, a loss computed in it included.
+    return layer.output_shape
+      ? `model output [${layer.output_shape.join(', ')}]`
+      : "model's own forward (outputs, a loss computed in it)";
   }
   if (layer.path === OUTSIDE_PATH) {
     return 'loss and code outside the model';

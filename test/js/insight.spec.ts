@@ -9,7 +9,8 @@ import {
   buildLayerTree,
   dtypeTag,
   ILayerNode,
-  nodeTooltip
+  nodeTooltip,
+  specialName
 } from '../../src/insight/layertree';
 import { InsightView } from '../../src/insight/view';
 
@@ -184,6 +185,17 @@ describe('LayersView', () => {
 });
 
 describe('layer tree', () => {
+  it("names the model's own row by what it holds", () => {
+    const own = layer('', 5 * MiB, 5 * MiB, 'GPT2LMHeadModel');
+    expect(specialName({ ...own, output_shape: [2, 64, 50257] })).toBe(
+      'model output [2, 64, 50257]'
+    );
+    // a ModelOutput (no shape): a loss computed in forward lands on this row
+    expect(specialName({ ...own, output_shape: null } as any)).toBe(
+      "model's own forward (outputs, a loss computed in it)"
+    );
+  });
+
   const GPT: ILayerInfo[] = [
     {
       ...layer('', 6 * MiB, 6 * MiB, 'GPT2LMHeadModel'),
