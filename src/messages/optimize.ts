@@ -60,7 +60,8 @@ export interface IMistake {
 /** One training-cell run as measured. */
 export interface IMeasured {
   activation_bytes: number;
-  step_peak_bytes: number;
+  /** null unless both runs of the outcome had a measured training step */
+  step_peak_bytes: number | null;
   duration_s: number;
   cell_id: string | null;
   execution_count: number | null;

@@ -156,7 +156,10 @@ export function measuredSavings(o: IOutcome): {
   }
   return {
     activations: before.activation_bytes - after.activation_bytes,
-    stepPeak: before.step_peak_bytes - after.step_peak_bytes,
+    stepPeak:
+      before.step_peak_bytes === null || after.step_peak_bytes === null
+        ? null
+        : before.step_peak_bytes - after.step_peak_bytes,
     durationRatio:
       before.duration_s > 0 ? after.duration_s / before.duration_s : null
   };
@@ -288,7 +291,19 @@ export function verdicts(
     }
   ];
   const peak = stepPeakMiss(o);
-  if (peak !== null) {
+  if (
+    o.predicted.step_peak_saving_bytes &&
+    measuredSavings(o).stepPeak === null
+  ) {
+    // the run before the change had no measured step (advice was opened after it)
+    out.push({
+      key: 'step_peak',
+      text:
+        'Step peak: not compared (the run before this change had no measured step). ' +
+        'Run the training cell once with this section open before applying a suggestion.',
+      missed: false
+    });
+  } else if (peak !== null) {
     const missed = peak > MISS_LIMIT;
     out.push({
       key: 'step_peak',

@@ -49,7 +49,7 @@ const mistake = object({
 
 const measured = object({
   activation_bytes: bytes,
-  step_peak_bytes: bytes,
+  step_peak_bytes: nullable(bytes),
   duration_s: nonNeg,
   cell_id: nullable(str),
   execution_count: nullable(int)

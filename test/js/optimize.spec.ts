@@ -20,6 +20,7 @@ import {
   costText,
   measuredSavings,
   mistakeCard,
+  outcomeCard,
   savingText,
   stepPeakMiss,
   verdicts
@@ -587,6 +588,26 @@ describe('cards', () => {
       predicted: { ...outcome().predicted, step_peak_saving_bytes: null }
     });
     expect(verdicts(noPeak).map(v => v.key)).toEqual(['activations']);
+    // the run before had no measured step (advice opened after it): no step-peak figures,
+    // and the verdict says so rather than comparing a first cell's rise with a step
+    const unmeasured = outcome({
+      before: { ...outcome().before!, step_peak_bytes: null },
+      after: { ...outcome().after!, step_peak_bytes: null }
+    });
+    expect(measuredSavings(unmeasured).stepPeak).toBeNull();
+    expect(stepPeakMiss(unmeasured)).toBeNull();
+    expect(verdicts(unmeasured)[1]).toEqual({
+      key: 'step_peak',
+      text:
+        'Step peak: not compared (the run before this change had no measured step). ' +
+        'Run the training cell once with this section open before applying a suggestion.',
+      missed: false
+    });
+    const card = outcomeCard(unmeasured, 'binary');
+    expect(card.querySelector('tr[data-key="step_peak"]')!.textContent).toBe(
+      'Step peak saving28.0 MiB–'
+    );
+    expect(card.classList.contains('vramscope-mod-missed')).toBe(false);
     const pending = outcome({ after: null, miss_fraction: null });
     expect(measuredSavings(pending).activations).toBeNull();
     expect(texts(pending)).toEqual([

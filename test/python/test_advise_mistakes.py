@@ -94,6 +94,39 @@ def test_deprecated_cuda_amp(cells: Cells) -> None:
     assert found["fix_code"] == 'torch.amp.GradScaler("cuda", enabled=False)'
 
 
+@pytest.mark.filterwarnings("ignore:.*torch.cuda.amp.*is deprecated")
+@pytest.mark.filterwarnings("ignore:CUDA is not available")
+@pytest.mark.parametrize(
+    ("imports", "call", "what"),
+    [
+        ("from torch.cuda.amp import autocast", "autocast()", "autocast"),
+        ("from torch.cuda.amp import GradScaler as Scaler", "Scaler(enabled=False)", "GradScaler"),
+        ("from torch.cuda import amp", "amp.autocast()", "autocast"),
+        ("import torch.cuda.amp as tca", "tca.autocast(enabled=False)", "autocast"),
+    ],
+)
+def test_deprecated_cuda_amp_under_imported_names(
+    cells: Cells, imports: str, call: str, what: str
+) -> None:
+    # the import in one cell, the call in the training cell (as notebooks usually have it)
+    cells.run(imports)
+    cells.run(f"with torch.no_grad():\n    _ctx = {call}\n" + CLEAN)
+    found = mistakes(cells)["cuda_amp"]
+    assert found["title"].startswith(f"Deprecated torch.cuda.amp.{what} in cell [")
+    assert found["fix_code"].startswith(
+        'torch.autocast("cuda", ' if what == "autocast" else 'torch.amp.GradScaler("cuda", '
+    )
+    assert ("enabled=False" in found["fix_code"]) == ("enabled=False" in call)
+
+
+def test_a_name_imported_from_torch_amp_is_not_the_deprecated_one(cells: Cells) -> None:
+    # rebound later by the current API: the same call is no longer the deprecated one
+    cells.run("from torch.cuda.amp import autocast")
+    cells.run("from torch import autocast")
+    cells.run("with autocast('cpu', dtype=torch.bfloat16):\n    y = 1\n" + CLEAN)
+    assert "cuda_amp" not in mistakes(cells)
+
+
 @pytest.mark.filterwarnings("ignore:.*torch.cuda.amp.autocast.*is deprecated")
 @pytest.mark.filterwarnings("ignore:CUDA is not available")
 @pytest.mark.parametrize(

@@ -54,7 +54,9 @@ def test_advise_in_the_cell_after_training(k: KernelHarness) -> None:
     assert value(k, "advice['training_cell']['cell_id']") == "train-again"
     assert value(k, "advice['notes']") == [
         "the training step's peak is not measured yet (it is from the next run of the "
-        "training cell on): step-peak savings are estimated from the per-layer figures",
+        "training cell on): step-peak savings are estimated from the per-layer figures; run "
+        "the training cell once more before applying a suggestion, so that its step peak is "
+        "compared before and after",
         "checkpointing: no repeated blocks (same class, repeated) found",
     ]
     assert value(k, "[s['id'] for s in advice['suggestions']][:1]") == ["accumulate:2"]

@@ -99,21 +99,28 @@ test.describe('Optimize (issue 10)', () => {
         await run(page, i);
       }
     }
-    // Once more: the first run also allocated the Adam state, so its step peak is not a
-    // steady step's; the run before the change is the one compared with the run after it.
-    await run(page, training);
-    const trainingCount = (await cells(page))[training].count;
-    expect(trainingCount).not.toBeNull();
-
     const optimize = panel.locator('.vramscope-Optimize');
     await section('Optimize').locator('.vramscope-Section-toggle').click();
     await expect(section('Optimize')).not.toHaveClass(
       /vramscope-mod-collapsed/
     );
-
     const card = optimize.locator(
       `.vramscope-Optimize-suggestion${CHECKPOINT}`
     );
+    await expect(card).toBeVisible({ timeout: 60_000 });
+    // Opened after the first run: its step was not measured (and that run also created the
+    // Adam state), so the panel asks for one more run before a suggestion is applied.
+    const notes = optimize.locator('.vramscope-Optimize-notes');
+    await expect(notes).toContainText(
+      'run the training cell once more before applying a suggestion'
+    );
+    await run(page, training);
+    const trainingCount = (await cells(page))[training].count;
+    expect(trainingCount).not.toBeNull();
+    // the advice refreshes after the cell: its step is measured now
+    await expect(notes).not.toContainText('not measured yet', {
+      timeout: 60_000
+    });
     await test.step('ranked suggestions with predicted savings, cost and why', async () => {
       await expect(card).toBeVisible({ timeout: 60_000 });
       await expect(optimize.locator('.vramscope-Optimize-names')).toContainText(

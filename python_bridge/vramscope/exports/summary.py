@@ -94,6 +94,14 @@ def title(report: Mapping[str, Any]) -> str:
     return f"vramscope report: {notebook}" if notebook else "vramscope report"
 
 
+def _versus(predicted: Any, before: Mapping[str, Any], after: Mapping[str, Any], key: str) -> str:
+    """A predicted saving next to the measured one (before - after of ``key``, when both runs
+    have it: a step peak is null unless both runs had a measured step)."""
+    b, a = before.get(key), after.get(key)
+    got = b - a if isinstance(b, int) and isinstance(a, int) else None
+    return f"predicted {fmt_bytes(predicted)}, measured {fmt_bytes(got)}"
+
+
 def advice_items(report: Mapping[str, Any]) -> list[tuple[str, str]]:
     """Optimization results when the report carries them (``advice``): (title, figures)."""
     advice = report.get("advice")
@@ -103,16 +111,17 @@ def advice_items(report: Mapping[str, Any]) -> list[tuple[str, str]]:
     for outcome in advice.get("outcomes") or []:
         if not isinstance(outcome, Mapping):
             continue
-        predicted = (outcome.get("predicted") or {}).get("saving_bytes")
-        before = (outcome.get("before") or {}).get("step_peak_bytes")
-        after = (outcome.get("after") or {}).get("step_peak_bytes")
-        measured = before - after if isinstance(before, int) and isinstance(after, int) else None
-        items.append(
-            (
-                str(outcome.get("title") or outcome.get("technique") or "outcome"),
-                f"applied: predicted saving {fmt_bytes(predicted)}, measured {fmt_bytes(measured)}",
-            )
+        predicted = outcome.get("predicted") or {}
+        before = outcome.get("before") or {}
+        after = outcome.get("after") or {}
+        text = "applied: saved activations " + _versus(
+            predicted.get("saving_bytes"), before, after, "activation_bytes"
         )
+        if predicted.get("step_peak_saving_bytes") is not None:
+            text += "; step peak " + _versus(
+                predicted["step_peak_saving_bytes"], before, after, "step_peak_bytes"
+            )
+        items.append((str(outcome.get("title") or outcome.get("technique") or "outcome"), text))
     for suggestion in advice.get("suggestions") or []:
         if not isinstance(suggestion, Mapping):
             continue

@@ -82,7 +82,6 @@ class Advisor:
         self.steps = StepWatch(cell_key) if cell_key is not None else None
         # (model weakref, insight, baseline, rows, figures): see _memo_for
         self._memo: tuple[Any, Any, Any, int, dict[Any, Any]] = (None, None, None, 0, {})
-        self.device = "cpu"  # the advised model's device (outcomes read its cell deltas)
 
     # --- per cell ---------------------------------------------------------------------------
 
@@ -177,7 +176,6 @@ class Advisor:
         ctx = build_context(
             torch, self._ns(), cells, training_run, model, self._last_insight(), baseline
         )
-        self.device = ctx.device
         ctx.memo = self._memo_for(ctx.model, training_run, baseline, len(ctx.layers))
         if ctx.model is not None and self.steps is not None:
             try:
@@ -205,7 +203,7 @@ class Advisor:
             "names": ctx.names.as_dict(),  # type: ignore[typeddict-item]
             "suggestions": ranked,
             "mistakes": mistakes.find(ctx, evals),
-            "outcomes": self.log.outcomes(ctx.device),
+            "outcomes": self.log.outcomes(),
             "notes": ctx.notes,
             "finder_code": finder_cell.code(ctx),
             "compute_ms": 0.0,

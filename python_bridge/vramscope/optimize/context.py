@@ -238,7 +238,9 @@ def build_context(
     if layers and step is None:
         notes.append(
             "the training step's peak is not measured yet (it is from the next run of the "
-            "training cell on): step-peak savings are estimated from the per-layer figures"
+            "training cell on): step-peak savings are estimated from the per-layer figures; "
+            "run the training cell once more before applying a suggestion, so that its step "
+            "peak is compared before and after"
         )
     from .names import batch_size_of
 

@@ -90,7 +90,7 @@ class OptimizeLink:
         if self.last is None:
             return None
         try:
-            return {**self.last, "outcomes": self.advisor.log.outcomes(self.advisor.device)}
+            return {**self.last, "outcomes": self.advisor.log.outcomes()}
         except Exception:
             return self.last
 

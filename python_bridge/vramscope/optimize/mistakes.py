@@ -11,8 +11,6 @@ from .names import CellSource, parse
 from .schema import Mistake
 from .techniques.base import mib
 
-_CUDA_AMP = re.compile(r"torch\.cuda\.amp\.(autocast|GradScaler)\(")
-
 
 def _mistake(mid: str, title: str, why: str, fix: str | None, cell: CellSource | None) -> Mistake:
     return {
@@ -53,31 +51,78 @@ def reentrant_checkpoint(cell: CellSource, tree: ast.Module) -> Mistake | None:
 
 #: torch.cuda.amp.autocast's positional parameters, which torch.autocast takes by keyword
 _AUTOCAST_PARAMS = ("enabled", "dtype", "cache_enabled")
+_AMP_CALLS = ("autocast", "GradScaler")
+_AMP_MODULE = "torch.cuda.amp"
 
 
-def _amp_arguments(cell: CellSource, what: str) -> list[str]:
-    """The user's arguments to their first ``torch.cuda.amp.<what>(...)`` call, as text
-    (``enabled=False`` kept: the fix must not turn on what they turned off); autocast's
-    positional ones named, since ``torch.autocast`` takes the device first."""
+def amp_aliases(cells: list[CellSource]) -> dict[str, str]:
+    """Names the recorded cells bound to ``torch.cuda.amp`` or its callables (``from
+    torch.cuda.amp import autocast as ac``: ``{"ac": "torch.cuda.amp.autocast"}``; ``from
+    torch.cuda import amp``: ``{"amp": "torch.cuda.amp"}``); the imports may be in an
+    earlier cell than the calls; a later import of the same name rebinds it. Only cells that
+    mention ``cuda`` (or import something once a name is bound) are parsed."""
+    found: dict[str, str] = {}
+    for cell in cells:
+        wanted = "cuda" in cell.source or (found and "import" in cell.source)
+        tree = parse(cell.source) if wanted else None
+        for node in ast.walk(tree) if tree is not None else ():
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                for alias in node.names:
+                    full = f"{node.module}.{alias.name}"
+                    name = alias.asname or alias.name
+                    if full == _AMP_MODULE or full.startswith(_AMP_MODULE + "."):
+                        found[name] = full
+                    else:  # rebound by a later import (from torch import autocast)
+                        found.pop(name, None)
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    name = alias.asname or alias.name.partition(".")[0]
+                    if alias.name == _AMP_MODULE and alias.asname:
+                        found[name] = _AMP_MODULE
+                    else:
+                        found.pop(name, None)
+    return found
+
+
+def _resolve(func: ast.expr, aliases: dict[str, str]) -> str:
+    """The dotted name a call's function stands for, with the cells' imports applied."""
+    text = ast.unparse(func)
+    head, _, rest = text.partition(".")
+    if head in aliases:
+        return aliases[head] + (f".{rest}" if rest else "")
+    return text
+
+
+def _amp_call(cell: CellSource, aliases: dict[str, str]) -> tuple[str, list[str]] | None:
+    """The cell's first ``torch.cuda.amp.autocast``/``GradScaler`` call (under any name it
+    was imported as): which one, and the user's arguments as text (``enabled=False`` kept:
+    the fix must not turn on what they turned off); autocast's positional ones named, since
+    ``torch.autocast`` takes the device first."""
+    if "torch.cuda.amp." not in cell.source and not any(a in cell.source for a in aliases):
+        return None  # cheap: neither the full name nor an imported one appears
     tree = parse(cell.source)
     for node in ast.walk(tree) if tree is not None else ():
-        if isinstance(node, ast.Call) and ast.unparse(node.func) == f"torch.cuda.amp.{what}":
-            text = [ast.get_source_segment(cell.source, a) or ast.unparse(a) for a in node.args]
-            if what == "autocast":
-                text = [f"{_AUTOCAST_PARAMS[i]}={t}" for i, t in enumerate(text[:3])]
-            for kw in node.keywords:
-                value = ast.get_source_segment(cell.source, kw.value) or ast.unparse(kw.value)
-                text.append(f"{kw.arg}={value}" if kw.arg else f"**{value}")
-            return text
-    return []
+        if not isinstance(node, ast.Call):
+            continue
+        full = _resolve(node.func, aliases)
+        what = full[len(_AMP_MODULE) + 1 :] if full.startswith(_AMP_MODULE + ".") else ""
+        if what not in _AMP_CALLS:
+            continue
+        text = [ast.get_source_segment(cell.source, a) or ast.unparse(a) for a in node.args]
+        if what == "autocast":
+            text = [f"{_AUTOCAST_PARAMS[i]}={t}" for i, t in enumerate(text[:3])]
+        for kw in node.keywords:
+            value = ast.get_source_segment(cell.source, kw.value) or ast.unparse(kw.value)
+            text.append(f"{kw.arg}={value}" if kw.arg else f"**{value}")
+        return what, text
+    return None
 
 
-def cuda_amp(cell: CellSource) -> Mistake | None:
-    match = _CUDA_AMP.search(cell.source)
-    if match is None:
+def cuda_amp(cell: CellSource, aliases: dict[str, str]) -> Mistake | None:
+    found = _amp_call(cell, aliases)
+    if found is None:
         return None
-    what = match.group(1)
-    args = _amp_arguments(cell, what)
+    what, args = found
     if what == "autocast":
         if not any(a.startswith(("dtype=", "**")) for a in args):
             args.insert(0, "dtype=torch.float16")  # torch.cuda.amp.autocast's default
@@ -171,10 +216,11 @@ def eval_with_grad(ctx: Context, evals: list[tuple[CellSource, int]]) -> list[Mi
 
 def find(ctx: Context, evals: list[tuple[CellSource, int]]) -> list[Mistake]:
     found: list[Mistake] = []
+    aliases = amp_aliases(ctx.cells)
     for cell in ctx.cells:
         tree = parse(cell.source) if "checkpoint" in cell.source else None
         m = reentrant_checkpoint(cell, tree) if tree is not None else None
-        for item in (m, cuda_amp(cell)):
+        for item in (m, cuda_amp(cell, aliases)):
             if item is not None and item["id"] not in {f["id"] for f in found}:
                 found.append(item)
     zero = missing_zero_grad(ctx)

@@ -39,15 +39,13 @@ def activation_bytes(insight: dict[str, Any] | None) -> int:
     return sum(int(row.get("peak_saved_bytes", 0)) for row in insight.get("layers", ()))
 
 
-def measured(run: CellRun, device: str, steps: bool = False) -> Measured:
-    """``steps``: the step peak is the measured training step's (both runs of an outcome
-    have one), else the cell's peak rise on the device (for both)."""
-    deltas = run.record.get("devices", {})
-    delta = deltas.get(device) or next(iter(deltas.values()), None) or {}
-    peak = run.step.peak if steps and run.step else int(delta.get("peak_delta_bytes", 0))
+def measured(run: CellRun, steps: bool = False) -> Measured:
+    """``steps``: both runs of the outcome had a measured training step; the step peak is
+    this run's, else null. The cell's own peak rise is no stand-in: the run before advice was
+    asked for is usually the first, whose peak includes creating the optimizer's state."""
     return {
         "activation_bytes": activation_bytes(run.insight),
-        "step_peak_bytes": peak,
+        "step_peak_bytes": run.step.peak if steps and run.step else None,
         "duration_s": float(run.record.get("duration", 0.0)),
         "cell_id": run.cell.cell_id,
         "execution_count": run.cell.execution_count,
@@ -138,21 +136,21 @@ class CellLog:
                 return run
         return None
 
-    def outcomes(self, device: str) -> list[Outcome]:
+    def outcomes(self) -> list[Outcome]:
         found = []
         for sid, a in self.applied.items():
             before = self.measured_run(a.before) if a.before else None
             after = self.measured_run(a.after) if a.after else None
-            found.append(outcome(sid, Applied(a.suggestion, before, after), device))
+            found.append(outcome(sid, Applied(a.suggestion, before, after)))
         return found
 
 
-def outcome(sid: str, applied: Applied, device: str) -> Outcome:
+def outcome(sid: str, applied: Applied) -> Outcome:
     s = applied.suggestion
     predicted: Predicted = s["predicted"]
     steps = bool(applied.before and applied.before.step and applied.after and applied.after.step)
-    before = measured(applied.before, device, steps) if applied.before else None
-    after = measured(applied.after, device, steps) if applied.after else None
+    before = measured(applied.before, steps) if applied.before else None
+    after = measured(applied.after, steps) if applied.after else None
     miss: float | None = None
     if before is not None and after is not None:
         # the same instrument before and after: the model's saved activations at their peak

@@ -61,7 +61,7 @@ class Mistake(TypedDict):
 
 class Measured(TypedDict):
     activation_bytes: int
-    step_peak_bytes: int
+    step_peak_bytes: int | None  # null unless both runs of the outcome had a measured step
     duration_s: float
     cell_id: str | None
     execution_count: int | None
