@@ -149,6 +149,18 @@ def train_block(k):
     times.sort()
     return _vs_time.perf_counter() - w0, times[len(times) // 2]
 
+def _vs_threads_cpu():
+    # CPU seconds of each of the process's Python threads by name (per-thread clocks, ns)
+    import threading
+    out = {}
+    for t in threading.enumerate():
+        try:
+            clock = _vs_time.pthread_getcpuclockid(t.ident)
+            out[t.name] = out.get(t.name, 0.0) + _vs_time.clock_gettime(clock)
+        except Exception:
+            pass
+    return out
+
 train_block(3)
 """
 
@@ -188,11 +200,18 @@ class Bench:
 
     def block(self, steps: int) -> tuple[float, float, float]:
         """(wall of the steps inside the cell, kernel CPU around the cell incl. 30 ms after,
-        the median step's wall time)."""
+        the median step's wall time). ``self.own`` gets the CPU seconds vramscope's own
+        threads (named ``vramscope-*``) used meanwhile, and ``self.iopub`` the IOPub
+        thread's (it sends every message)."""
         c0 = float(self.k.eval(CPU))  # silent executes: no cell hooks run for them
+        t0 = self.k.eval("_vs_threads_cpu()")
         self.k.run_ok(f"_vs_last = train_block({steps})")
         time.sleep(0.03)
         c1 = float(self.k.eval(CPU))
+        t1 = self.k.eval("_vs_threads_cpu()")
+        grew = {name: t1[name] - t0.get(name, 0.0) for name in t1}
+        self.own = sum(v for name, v in grew.items() if name.startswith("vramscope"))
+        self.iopub = sum(v for name, v in grew.items() if "IOPub" in name)
         wall, median_step = self.k.eval("_vs_last")
         return float(wall), c1 - c0, float(median_step)
 
@@ -225,6 +244,9 @@ def run_workload(kernel_cls: Any, bootstrap: str, name: str, args: argparse.Name
             ratios: dict[str, list[tuple[float, ...]]] = {a: [] for a in arms}
             # pooled: (the arm's summed wall, its neighbours' summed geometric means)
             pooled: dict[str, list[float]] = {a: [0.0, 0.0] for a in arms}
+            # direct cost: vramscope's threads' CPU and the IOPub thread's, summed over the
+            # arm's blocks and over its neighbours' (their mean), against the arm's wall
+            direct: dict[str, list[float]] = {a: [0.0, 0.0, 0.0] for a in arms}
             for r in range(args.rounds):
                 order = arms[r % len(arms) :] + arms[: r % len(arms)]
                 if r % 2:
@@ -234,11 +256,17 @@ def run_workload(kernel_cls: Any, bootstrap: str, name: str, args: argparse.Name
                 # within a round (other tenants, frequency) cancels to first order
                 bench.switch("off")
                 before = bench.block(steps)
+                iopub_before = bench.iopub
                 for arm in order:
                     bench.switch(arm)
                     got = bench.block(steps)
+                    own, iopub = bench.own, bench.iopub
                     bench.switch("off")
                     after = bench.block(steps)
+                    direct[arm][0] += own
+                    direct[arm][1] += iopub - (iopub_before + bench.iopub) / 2
+                    direct[arm][2] += got[0]
+                    iopub_before = bench.iopub
                     base = [math.sqrt(x * y) for x, y in zip(before, after)]
                     ratios[arm].append(tuple(g / b for g, b in zip(got, base)))
                     pooled[arm][0] += got[0]
@@ -258,7 +286,9 @@ def run_workload(kernel_cls: Any, bootstrap: str, name: str, args: argparse.Name
                     f"  {label:<12} wall {w[1]:.3f} [{w[0]:.3f}..{w[2]:.3f}]   "
                     f"CPU {c[1]:.3f} [{c[0]:.3f}..{c[2]:.3f}]   "
                     f"median step {m[1]:.3f} [{m[0]:.3f}..{m[2]:.3f}]   "
-                    f"pooled wall {pooled[arm][0] / pooled[arm][1]:.3f}"
+                    f"pooled wall {pooled[arm][0] / pooled[arm][1]:.3f}   "
+                    f"own threads {100 * direct[arm][0] / direct[arm][2]:.2f}% "
+                    f"+ IOPub {100 * direct[arm][1] / direct[arm][2]:+.2f}% of its wall"
                 )
             print("\n".join(lines[-len(arms) - 1 :]), flush=True)
     finally:
@@ -295,7 +325,11 @@ def main() -> None:
         "execute request to 30 ms after the reply; median step = the block's median step "
         "(steady state: leaves out the cell's measured first step and bursts of load); "
         "pooled wall = the arm's summed wall over its neighbours' summed geometric means "
-        "(every round weighed by its time: the mean, whose error falls as 1/sqrt(rounds))",
+        "(every round weighed by its time: the mean, whose error falls as 1/sqrt(rounds)); "
+        "own threads = the CPU time of vramscope's threads (sampler, timers, collector) during "
+        "the arm's blocks, and IOPub = the IOPub thread's CPU above its neighbours' (the "
+        "messages it sends), each as a share of the arm's wall: the direct cost, read from "
+        "per-thread clocks, not from a difference of noisy block times",
     ]
     for name in args.workloads.split(","):
         lines.append(f"{name}: {WORKLOADS[name]}")

@@ -35,10 +35,12 @@ class Cells:
     def _source(self, count: int | None) -> str:
         return self.sources[count] if isinstance(count, int) else ""
 
-    def run(self, code: str) -> None:
+    def run(self, code: str, cell_id: str | None = None) -> None:
+        """Run ``code`` as the next cell (``cell_id``: the same cell run again)."""
         self.sources.append(code)
         count = len(self.sources) - 1
-        self.engine.begin_cell(f"cell-{count}", count)
+        cell_id = cell_id or f"cell-{count}"
+        self.engine.begin_cell(cell_id, count)
         start = time.perf_counter()
         self.running = start
         try:
@@ -47,7 +49,7 @@ class Cells:
             self.running = None
             self.advisor.cell_ended()
         record = {
-            "cell_id": f"cell-{count}",
+            "cell_id": cell_id,
             "execution_count": count,
             "start_time": start,
             "duration": time.perf_counter() - start,

@@ -119,6 +119,23 @@ def test_deprecated_cuda_amp_under_imported_names(
     assert ("enabled=False" in found["fix_code"]) == ("enabled=False" in call)
 
 
+@pytest.mark.filterwarnings("ignore:.*torch.cuda.amp.*is deprecated")
+@pytest.mark.filterwarnings("ignore:CUDA is not available")
+def test_a_cell_run_twice_is_one_mistake_and_its_autocast_is_turned_off(cells: Cells) -> None:
+    cells.run("from torch.cuda.amp import autocast")
+    train = "for _ in range(2):\n    with autocast(enabled=False):\n" + "\n".join(
+        "    " + line for line in CLEAN.splitlines()[1:]
+    )
+    cells.run(train, cell_id="train")
+    cells.run(train, cell_id="train")
+    advice = cells.advisor.advise()
+    amp = [m for m in advice["mistakes"] if m["id"].startswith("cuda_amp")]
+    assert [(m["id"], m["cell_id"]) for m in amp] == [("cuda_amp:4", "train")]  # the newest run
+    # autocast(enabled=False) is not mixed precision in use: the note says it is turned off
+    assert any("autocast is turned off (enabled=False)" in n for n in advice["notes"])
+    assert not any("already uses autocast" in n for n in advice["notes"])
+
+
 def test_a_name_imported_from_torch_amp_is_not_the_deprecated_one(cells: Cells) -> None:
     # rebound later by the current API: the same call is no longer the deprecated one
     cells.run("from torch.cuda.amp import autocast")

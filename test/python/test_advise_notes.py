@@ -31,10 +31,10 @@ TRAIN = """for _ in range(2):
     opt.step()"""
 
 
-def advice_for(call: str) -> dict[str, Any]:
+def advice_for(call: str, model: str = MODEL) -> dict[str, Any]:
     c = Cells()
     try:
-        c.run(MODEL)
+        c.run(model)
         c.run(TRAIN.format(call=call))
         return dict(c.advisor.advise())
     finally:
@@ -48,8 +48,9 @@ def test_unknown_batch_size_is_said() -> None:
     notes = [n for n in advice["notes"] if n.startswith("gradient accumulation")]
     assert notes == [
         "gradient accumulation: not offered, the batch size of training cell [2] was not "
-        "found (the model's input is not a tensor, a sequence of tensors or a DataLoader "
-        "named in the cell, e.g. model(**batch))"
+        "found: the model is called with keyword arguments or a dict (model(**batch)), or "
+        "its input is not a tensor, a sequence of tensors or a DataLoader named in the cell; "
+        "a positional tensor input (model(input_ids, ...)) can be split into micro-batches"
     ]
 
 
@@ -58,3 +59,19 @@ def test_known_batch_size_has_no_such_note() -> None:
     techniques = [s["technique"] for s in advice["suggestions"]]
     notes = [n for n in advice["notes"] if "batch size" in n]
     assert "accumulation" in techniques and notes == []
+
+
+def test_accumulation_says_batchnorm_sees_micro_batches() -> None:
+    # BatchNorm normalizes each micro-batch on its own: the suggestion says training changes
+    bn = MODEL.replace(
+        "self.out = torch.nn.Linear(256, 1)",
+        "self.out = torch.nn.Linear(256, 1)\n        self.bn = torch.nn.BatchNorm1d(256)",
+    ).replace("torch.relu(self.fc(x))", "torch.relu(self.bn(self.fc(x)))")
+    (acc,) = [s for s in advice_for("x", bn)["suggestions"] if s["technique"] == "accumulation"]
+    k = int(acc["id"].split(":")[1])
+    assert (
+        f"the model has BatchNorm (bn): it normalizes each micro-batch of {1024 // k} on its "
+        f"own and updates its running statistics {k} times a step, so training changes slightly"
+    ) in acc["why"]
+    (plain,) = [s for s in advice_for("x")["suggestions"] if s["technique"] == "accumulation"]
+    assert not any("BatchNorm" in line for line in plain["why"])

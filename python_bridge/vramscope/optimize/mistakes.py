@@ -217,12 +217,18 @@ def eval_with_grad(ctx: Context, evals: list[tuple[CellSource, int]]) -> list[Mi
 def find(ctx: Context, evals: list[tuple[CellSource, int]]) -> list[Mistake]:
     found: list[Mistake] = []
     aliases = amp_aliases(ctx.cells)
-    for cell in ctx.cells:
+    checked: set[str] = set()  # a cell run again is checked once: its newest run
+    for cell in reversed(ctx.cells):
+        if cell.cell_id is not None:
+            if cell.cell_id in checked:
+                continue
+            checked.add(cell.cell_id)
         tree = parse(cell.source) if "checkpoint" in cell.source else None
         m = reentrant_checkpoint(cell, tree) if tree is not None else None
         for item in (m, cuda_amp(cell, aliases)):
             if item is not None and item["id"] not in {f["id"] for f in found}:
                 found.append(item)
+    found.reverse()  # in the cells' order
     zero = missing_zero_grad(ctx)
     if zero is not None:
         found.append(zero)

@@ -76,8 +76,10 @@ def suggest(ctx: Context) -> list[Suggestion]:
     if not ctx.batch_size:
         ctx.notes.append(
             f"gradient accumulation: not offered, the batch size of training cell "
-            f"[{ctx.training.execution_count}] was not found (the model's input is not a "
-            "tensor, a sequence of tensors or a DataLoader named in the cell, e.g. model(**batch))"
+            f"[{ctx.training.execution_count}] was not found: the model is called with "
+            "keyword arguments or a dict (model(**batch)), or its input is not a tensor, a "
+            "sequence of tensors or a DataLoader named in the cell; a positional tensor "
+            "input (model(input_ids, ...)) can be split into micro-batches"
         )
         return []
     done = accumulating(ctx.training.source)
@@ -117,6 +119,14 @@ def suggest(ctx: Context) -> list[Suggestion]:
         f"{k} micro-batches of {ctx.batch_size // k} keep {mib(after)} at a time; the "
         "gradients add up to the same step",
     ]
+    batchnorm = [row["path"] for row in ctx.layers if "BatchNorm" in str(row.get("type"))]
+    if batchnorm:
+        why.append(
+            f"the model has BatchNorm ({batchnorm[0]}"
+            + (f" and {len(batchnorm) - 1} more" if len(batchnorm) > 1 else "")
+            + f"): it normalizes each micro-batch of {ctx.batch_size // k} on its own and "
+            f"updates its running statistics {k} times a step, so training changes slightly"
+        )
     if ctx.step is not None:
         why.append(
             f"one training step measured at a {mib(ctx.step.peak)} peak, "

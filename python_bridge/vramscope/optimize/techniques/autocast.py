@@ -9,10 +9,12 @@ layer also saves a half-precision copy of its weight.
 
 from __future__ import annotations
 
+import ast
 from typing import Any
 
 from ..codegen import CannotRewrite, rewrite_autocast
 from ..context import Context
+from ..names import parse
 from ..schema import Suggestion, SuggestionKind
 from .base import mib, predicted, suggestion
 from .template import template
@@ -125,6 +127,23 @@ def predict(ctx: Context) -> tuple[int, int, list[str]]:
     return before, after, facts
 
 
+def autocast_turned_off(source: str) -> bool:
+    """Every autocast call in ``source`` passes ``enabled=False`` (a literal)."""
+    tree = parse(source)
+    calls = [
+        node
+        for node in (ast.walk(tree) if tree is not None else ())
+        if isinstance(node, ast.Call) and ast.unparse(node.func).split(".")[-1] == "autocast"
+    ]
+    return bool(calls) and all(
+        any(
+            kw.arg == "enabled" and isinstance(kw.value, ast.Constant) and kw.value.value is False
+            for kw in call.keywords
+        )
+        for call in calls
+    )
+
+
 def _param_dtype(model: Any) -> Any:
     try:
         return next(model.parameters()).dtype
@@ -136,7 +155,13 @@ def suggest(ctx: Context) -> list[Suggestion]:
     if not ctx.layers or ctx.model is None or ctx.training is None:
         return []
     if "autocast(" in ctx.training.source or ".amp." in ctx.training.source:
-        ctx.notes.append("mixed precision: the training cell already uses autocast")
+        if autocast_turned_off(ctx.training.source):
+            ctx.notes.append(
+                "mixed precision: the training cell's autocast is turned off (enabled=False): "
+                "turning it on is the change to try (no rewrite offered around it)"
+            )
+        else:
+            ctx.notes.append("mixed precision: the training cell already uses autocast")
         return []
     if _param_dtype(ctx.model) != ctx.torch.float32:
         return []
