@@ -44,6 +44,10 @@ class StepFigures:
     #: square softmax outputs of the forward ([..., T, T] attention scores, saved for
     #: backward) and one float32 per row of them, in bytes
     attention: tuple[int, int] = (0, 0)
+    #: what the forward left for backward (the bytes live at backward's start), as run and
+    #: as 16-bit autocast would leave it, replayed op by op (peak.autocast_rule); (0, 0)
+    #: when the step had no backward
+    autocast: tuple[int, int] = (0, 0)
 
     def scaled_peak(self, factor: float) -> int:
         """The peak with everything but the gradients scaled by ``factor``."""
@@ -96,6 +100,7 @@ class StepWatch:
         self._cell_key = cell_key
         self._model: Any = None  # weakref.ref to the watched model
         self._hook: Any = None
+        self._out_hook: Any = None
         self._step_hook: Any = None
         self._open: tuple[float, Any] | None = None  # (cell, the tracking mode)
         self._forwards = 0
@@ -117,14 +122,15 @@ class StepWatch:
         self.stop()
         self._step_hook = register_optimizer_step_pre_hook(self._pre_step)
         self._hook = model.register_forward_pre_hook(self._pre_forward)
+        self._out_hook = model.register_forward_hook(self._post_forward)
         self._model = weakref.ref(model)
 
     def stop(self) -> None:
         self.cell_ended()
-        for handle in (self._hook, self._step_hook):
+        for handle in (self._hook, self._out_hook, self._step_hook):
             if handle is not None:
                 handle.remove()
-        self._hook = self._step_hook = self._model = None
+        self._hook = self._out_hook = self._step_hook = self._model = None
 
     def take(self, cell: float | None) -> StepFigures | None:
         return self.figures.pop(cell, None) if cell is not None else None
@@ -154,6 +160,25 @@ class StepWatch:
         except Exception:
             self._open = None
 
+    def _post_forward(self, module: Any, args: Any, output: Any) -> None:
+        """The model's outputs (a tensor, or tensors in a tuple, list, dict or a Hugging
+        Face ModelOutput): the open step's tracker leaves them out at backward's start."""
+        if self._open is None:
+            return
+        try:
+            torch = sys.modules["torch"]
+            if isinstance(output, torch.Tensor):
+                items: tuple[Any, ...] = (output,)
+            elif isinstance(output, dict):  # a ModelOutput is one
+                items = tuple(output.values())
+            else:
+                items = tuple(output) if isinstance(output, (tuple, list)) else ()
+            for t in items:
+                if isinstance(t, torch.Tensor) and t.layout == torch.strided:
+                    self._open[1].outputs.add(t.untyped_storage().data_ptr())
+        except Exception:
+            pass
+
     def _pre_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         if self._open is None:
             return
@@ -172,7 +197,11 @@ class StepWatch:
                     if storage.data_ptr() in mode.live:
                         keep[storage.data_ptr()] = storage.nbytes()
             figures = figures_of(mode.events or [], keep, self._forwards)
-            self.figures[cell] = replace(figures, attention=(mode.attention[0], mode.attention[1]))
+            self.figures[cell] = replace(
+                figures,
+                attention=(mode.attention[0], mode.attention[1]),
+                autocast=mode.boundary or (0, 0),
+            )
             while len(self.figures) > KEEP:
                 self.figures.popitem(last=False)
         except Exception:
