@@ -180,10 +180,11 @@ class Runtime:
     # --- measurements ---------------------------------------------------------------------
 
     def read_all(self) -> Sample:
+        """The sampler's tick: every device's ``tick`` reading."""
         readings: dict[str, DeviceSample] = {}
         for device in self.devices:
             try:
-                readings[device.id] = device.read()
+                readings[device.id] = device.tick()
             except Exception:
                 continue
         return {"t": time.time(), "d": readings}

@@ -10,6 +10,7 @@ sampler takes from ~1 ms to ~0.45 ms a second, and the IOPub thread's wake-ups b
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections import deque
@@ -67,6 +68,24 @@ class RingBuffer:
         return len(self._items)
 
 
+class Waker:
+    """A binary semaphore the sampler sleeps on between ticks: ``wait`` returns True when
+    ``wake`` was called (before or during it). A lock acquired with a timeout: on the 2-core
+    VM a wake-up cost the thread ~70 us of CPU this way, ~100 us with ``threading.Event``
+    (its condition variable), ten times a second."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._lock.acquire()
+
+    def wait(self, timeout: float) -> bool:
+        return self._lock.acquire(timeout=max(0.0, timeout))
+
+    def wake(self) -> None:
+        with contextlib.suppress(RuntimeError):  # a wake-up is already pending
+            self._lock.release()
+
+
 class Sampler:
     """A daemon thread that calls ``read_all`` per tick; rate changeable at runtime (0 = off)."""
 
@@ -85,7 +104,7 @@ class Sampler:
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
-        self._wake = threading.Event()
+        self._wake = Waker()
         self._window: dict[str, int] | None = None
         self._pending: list[Sample] = []
         self._dropped = 0
@@ -110,10 +129,10 @@ class Sampler:
             self.stop()
             return
         if self.running:
-            self._wake.set()
+            self._wake.wake()
             return
         self._stop = threading.Event()
-        self._wake = threading.Event()
+        self._wake = Waker()
         thread = threading.Thread(
             target=self._run, args=(self._stop,), name=THREAD_NAME, daemon=True
         )
@@ -124,7 +143,7 @@ class Sampler:
         """Stop the thread and wait for it (idempotent). Pending samples stay unsent."""
         thread, self._thread = self._thread, None
         self._stop.set()
-        self._wake.set()
+        self._wake.wake()
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout)
 
@@ -204,5 +223,4 @@ class Sampler:
                 deadline = time.monotonic()
                 delay = 0.0
             if self._wake.wait(delay):
-                self._wake.clear()
                 deadline = time.monotonic()

@@ -36,6 +36,11 @@ class Device(abc.ABC):
     def read(self) -> DeviceSample:
         """Current usage, from ONE statistics call (the sampler's per-tick read)."""
 
+    def tick(self) -> DeviceSample:
+        """The sampler's reading: ``read`` unless a device keeps a slow part of it for every
+        few ticks (each tick runs on a thread that wakes ten times a second)."""
+        return self.read()
+
     @abc.abstractmethod
     def info(self, sample: DeviceSample | None = None) -> DeviceInfo:
         """Describe the device; reuse ``sample`` instead of reading again when given."""
