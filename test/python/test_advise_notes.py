@@ -1,10 +1,14 @@
 """Advice says why a technique is not offered: a training cell whose batch size cannot be
-found (the model called with a dict, as Hugging Face batches are) gets a note instead of a
-silently missing gradient-accumulation suggestion (in-process cells, see advise_cells)."""
+found gets a note instead of a silently missing gradient-accumulation suggestion; a batch
+given as a dict or as keywords (model(**batch), model(x=x), as Hugging Face batches are) is
+split key by key. In-process cells, see advise_cells."""
 
 from __future__ import annotations
 
 from typing import Any
+
+import pytest
+import torch
 
 from advise_cells import Cells
 
@@ -42,16 +46,45 @@ def advice_for(call: str, model: str = MODEL) -> dict[str, Any]:
 
 
 def test_unknown_batch_size_is_said() -> None:
-    advice = advice_for("**inputs")
+    advice = advice_for("make()", MODEL + "\ndef make():\n    return x\n")
     techniques = [s["technique"] for s in advice["suggestions"]]
     assert "accumulation" not in techniques
     notes = [n for n in advice["notes"] if n.startswith("gradient accumulation")]
     assert notes == [
         "gradient accumulation: not offered, the batch size of training cell [2] was not "
-        "found: the model is called with keyword arguments or a dict (model(**batch)), or "
-        "its input is not a tensor, a sequence of tensors or a DataLoader named in the cell; "
-        "a positional tensor input (model(input_ids, ...)) can be split into micro-batches"
+        "found: the model's input is not a variable holding a tensor, a dict of tensors "
+        "(model(**batch)) or a sequence of tensors, nor a DataLoader named in the cell"
     ]
+
+
+@pytest.mark.parametrize("call", ["**inputs", "x=x"], ids=["dict", "keyword"])
+def test_accumulation_for_a_dict_or_keyword_batch(call: str) -> None:
+    """Hugging Face style calls (model(**batch), model(input_ids=ids)): split into micro-
+    batches, key by key; the rewritten cell's step is the original's (same parameters)."""
+    c = Cells()
+    try:
+        c.run(MODEL)
+        start = {k: v.clone() for k, v in c.ns["net"].state_dict().items()}
+        c.run(TRAIN.format(call=call))
+        want = {k: v.clone() for k, v in c.ns["net"].state_dict().items()}
+        advice = c.advisor.advise()
+        (acc,) = [s for s in advice["suggestions"] if s["technique"] == "accumulation"]
+        assert advice["finder_code"] is not None  # the batch-size finder draws from it too
+        assert acc["kind"] == "rewrite" and acc["id"] == "accumulate:2"
+        if call == "**inputs":
+            assert "for key, value in inputs.items()" in acc["code"]
+            assert "net(**inputs_micro)" in acc["code"]
+            assert "inputs_bs = {key: value[torch.arange(batch_size)" in advice["finder_code"]
+        else:
+            assert "net(x=x_micro)" in acc["code"]
+        c.ns["net"].load_state_dict(start)
+        c.ns["opt"] = torch.optim.SGD(c.ns["net"].parameters(), lr=0.01)
+        c.run(acc["code"])
+        got = c.ns["net"].state_dict()
+        for key, value in want.items():
+            torch.testing.assert_close(got[key], value, rtol=1e-5, atol=1e-6)
+    finally:
+        c.close()
 
 
 def test_known_batch_size_has_no_such_note() -> None:

@@ -148,8 +148,16 @@ def _scale_backward(lines: Lines, stmt: ast.stmt) -> None:
     )
 
 
-def rewrite_accumulation(source: str, region: StepRegion, batch_vars: list[str], k: int) -> str:
-    """Split each step's batch into ``k`` micro-batches; gradients add up to the same step."""
+def rewrite_accumulation(
+    source: str,
+    region: StepRegion,
+    batch_vars: list[str],
+    k: int,
+    mappings: set[str] | frozenset[str] = frozenset(),
+) -> str:
+    """Split each step's batch into ``k`` micro-batches; gradients add up to the same step.
+    ``mappings``: the batch variables that are dicts of tensors (``model(**batch)``), split
+    key by key."""
     if not batch_vars:
         raise CannotRewrite("no batch variable found in the forward")
     lines = Lines.of(source)
@@ -195,11 +203,19 @@ def rewrite_accumulation(source: str, region: StepRegion, batch_vars: list[str],
         bline, receiver.col_offset, receiver.end_col_offset or 0, f"({loss_text} / accum_steps)"
     )
     targets = ", ".join(micro[v] for v in batch_vars)
+
+    def chunks(v: str) -> str:
+        if v in mappings:
+            return (
+                f"[{{key: value.chunk(accum_steps)[i] for key, value in {v}.items()}} "
+                "for i in range(accum_steps)]"
+            )
+        return f"{v}.chunk(accum_steps)"
+
     if len(batch_vars) == 1:
-        header = f"for {targets} in {batch_vars[0]}.chunk(accum_steps):"
+        header = f"for {targets} in {chunks(batch_vars[0])}:"
     else:
-        chunks = ", ".join(f"{v}.chunk(accum_steps)" for v in batch_vars)
-        header = f"for {targets} in zip({chunks}):"
+        header = f"for {targets} in zip({', '.join(chunks(v) for v in batch_vars)}):"
     _wrap(lines, start, backward.end_lineno or backward.lineno, header)
     _before_loop(lines, region, f"accum_steps = {k}  # micro-batches per step: same batch")
     return checked(lines.text())

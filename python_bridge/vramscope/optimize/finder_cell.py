@@ -11,6 +11,7 @@ import textwrap
 
 from .codegen import CannotRewrite, Lines, checked
 from .context import Context
+from .names import tensor_mapping
 from .techniques.accumulation import batch_vars
 
 
@@ -59,7 +60,13 @@ def code(ctx: Context) -> str | None:
         body = step_body(ctx, names)
     except CannotRewrite:
         return None
-    draws = "".join(f"    {v}_bs = {v}[torch.arange(batch_size) % {v}.shape[0]]\n" for v in names)
+    draws = "".join(
+        f"    {v}_bs = {{key: value[torch.arange(batch_size) % value.shape[0]] "
+        f"for key, value in {v}.items()}}\n"
+        if tensor_mapping(ctx.ns.get(v), ctx.torch)
+        else f"    {v}_bs = {v}[torch.arange(batch_size) % {v}.shape[0]]\n"
+        for v in names
+    )
     text = (
         "# vramscope: batch-size finder. Runs your training step at growing batch sizes,\n"
         "# measures each step's peak, and restores the model and optimizer afterwards.\n"

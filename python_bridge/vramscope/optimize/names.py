@@ -8,6 +8,7 @@ object past the call.
 from __future__ import annotations
 
 import ast
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -179,6 +180,16 @@ def find_names(source: str, tree: ast.Module, ns: dict[str, Any], torch: Any) ->
             elif names.model is None:
                 names.model = text
                 arg = node.args[0] if node.args else None
+                if arg is None:  # model(**batch) or model(input_ids=ids, ...)
+                    arg = next(
+                        (
+                            kw.value
+                            for kw in node.keywords
+                            if isinstance(kw.value, ast.Name)
+                            and (kw.arg is None or isinstance(ns.get(kw.value.id), torch.Tensor))
+                        ),
+                        None,
+                    )
                 if arg is not None and names.batch is None:
                     names.batch = _text(source, arg)
     for node in ast.walk(tree):
@@ -195,12 +206,26 @@ def find_names(source: str, tree: ast.Module, ns: dict[str, Any], torch: Any) ->
     return names
 
 
+def tensor_mapping(value: Any, torch: Any) -> bool:
+    """A dict-like batch (a dict, a Hugging Face BatchEncoding) of tensors that share their
+    first dimension, as ``model(**batch)`` takes it: split key by key into micro-batches."""
+    if not isinstance(value, Mapping) or not value:
+        return False
+    sizes = {
+        int(v.shape[0]) if isinstance(v, torch.Tensor) and v.dim() > 0 else -1
+        for v in value.values()
+    }
+    return len(sizes) == 1 and -1 not in sizes
+
+
 def batch_size_of(names: Names, ns: dict[str, Any], torch: Any) -> int | None:
     """The batch size the training cell ran with: the batch tensor's first dimension."""
     for name in [names.batch, *names.batch_vars]:
-        value = ns.get(name) if name else None
+        value: Any = ns.get(name) if name else None
         if isinstance(value, (tuple, list)) and value:
             value = value[0]
+        if tensor_mapping(value, torch):
+            value = next(iter(value.values()))
         if isinstance(value, torch.Tensor) and value.dim() > 0:
             return int(value.shape[0])
     loader = ns.get(names.data) if names.data else None

@@ -11,6 +11,7 @@ import re
 
 from ..codegen import CannotRewrite, rewrite_accumulation
 from ..context import Context
+from ..names import tensor_mapping
 from ..peakmodel import accumulated_peak
 from ..schema import Suggestion, SuggestionKind
 from .base import mib, predicted, suggestion
@@ -49,6 +50,8 @@ def batch_vars(ctx: Context) -> list[str]:
     if loop is not None and ctx.names.batch_vars:
         # the loop target's tensors (for step, (x, y) in enumerate(loader): x and y)
         return [v for v in ctx.names.batch_vars if isinstance(ctx.ns.get(v), torch.Tensor)]
+    if ctx.names.batch and tensor_mapping(ctx.ns.get(ctx.names.batch), torch):
+        return [ctx.names.batch]  # model(**batch): the dict is split key by key
     if not ctx.names.batch or not isinstance(ctx.ns.get(ctx.names.batch), torch.Tensor):
         return []
     # with it, the other tensors the forward reads that have the batch's first dimension
@@ -76,10 +79,9 @@ def suggest(ctx: Context) -> list[Suggestion]:
     if not ctx.batch_size:
         ctx.notes.append(
             f"gradient accumulation: not offered, the batch size of training cell "
-            f"[{ctx.training.execution_count}] was not found: the model is called with "
-            "keyword arguments or a dict (model(**batch)), or its input is not a tensor, a "
-            "sequence of tensors or a DataLoader named in the cell; a positional tensor "
-            "input (model(input_ids, ...)) can be split into micro-batches"
+            f"[{ctx.training.execution_count}] was not found: the model's input is not a "
+            "variable holding a tensor, a dict of tensors (model(**batch)) or a sequence of "
+            "tensors, nor a DataLoader named in the cell"
         )
         return []
     done = accumulating(ctx.training.source)
@@ -137,7 +139,8 @@ def suggest(ctx: Context) -> list[Suggestion]:
         if ctx.region is None:
             raise CannotRewrite("no `<loss>.backward()` statement found")
         names = batch_vars(ctx)
-        code = rewrite_accumulation(ctx.training.source, ctx.region, names, k)
+        mappings = {v for v in names if tensor_mapping(ctx.ns.get(v), ctx.torch)}
+        code = rewrite_accumulation(ctx.training.source, ctx.region, names, k, mappings)
         code = (
             f"# vramscope: {sid}\n# Your training cell with {k} micro-batches per optimizer step "
             "(the loss is divided by accum_steps).\n" + code
