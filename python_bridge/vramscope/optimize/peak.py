@@ -63,9 +63,9 @@ def _tracker_class(torch: Any) -> Any:
             self.scores: set[int] = set()
             self.attention = [0, 0]
             self._refs: dict[Any, int] = {}  # weakref to a storage -> its key
-            # with ``record``, the forward replayed under 16-bit autocast (vramscope.optimize.
-            # autocast_sim): the float32 storages it would make 16-bit, the 16-bit copies it
-            # would make of float32 inputs, and (real, autocast) bytes at backward's start
+            # with ``record``, the forward replayed under 16-bit autocast (autocast_rule,
+            # below): the float32 storages it would make 16-bit, the 16-bit copies it would
+            # make of float32 inputs, and (real, autocast) bytes at backward's start
             self.low: set[int] = set()
             self.workspaces: set[int] = set()  # oneDNN RNN workspaces (bytes, not floats)
             # the model's outputs (set by the step watch): held by the user's variables, not
@@ -139,7 +139,8 @@ def _tracker_class(torch: Any) -> Any:
         def _lowered(self, func: Any, args: Any, kwargs: Any, outs: Any) -> bool:
             """Whether autocast would make this forward op's outputs 16-bit; for an op it
             runs in 16 bits, the copies it would make of float32 inputs are kept in
-            ``casts`` (one per source storage: the cast cache, and the copy autograd saves)."""
+            ``casts``: one per weight or input from before the step (autocast's cast cache),
+            one per call for an activation (no cache; the copy is what autograd saves)."""
             device = next((t.device.type for t in outs if isinstance(t, Tensor)), "cpu")
             rule = autocast_rule(func, device)
             tensors = [
