@@ -143,7 +143,8 @@ def suggest(ctx: Context) -> list[Suggestion]:
         code = rewrite_accumulation(ctx.training.source, ctx.region, names, k, mappings)
         code = (
             f"# vramscope: {sid}\n# Your training cell with {k} micro-batches per optimizer step "
-            "(the loss is divided by accum_steps).\n" + code
+            "(the loss is divided by accum_steps;\n# after a step, the loss variable holds its "
+            "last micro-batch's loss).\n" + code
         )
         kind: SuggestionKind = "rewrite"
     except CannotRewrite as err:
