@@ -205,7 +205,9 @@ def test_a_cell_reads_its_own_bytes_while_frames_come_and_go(
     if when == "sent during the cell":
         _release(pull)
     delta = records[0]["devices"]["cpu"]
-    assert abs(delta["delta_bytes"] - 8 * MIB) < 32 * 1024, delta["delta_bytes"] / MIB
+    # within 64 KiB: the 2 MiB frame is not counted; what else the process's threads
+    # allocate meanwhile (pyzmq's I/O thread sending it) is (a CI run read +34 KB once)
+    assert abs(delta["delta_bytes"] - 8 * MIB) < 64 * 1024, delta["delta_bytes"] / MIB
     assert delta["peak_delta_bytes"] >= delta["delta_bytes"]
     del x
 

@@ -184,7 +184,11 @@ def _tracker_class(torch: Any) -> Any:
             return t.dtype != float32 or t.untyped_storage().data_ptr() in self.low
 
         def _at_boundary(self) -> None:
-            live = {k: n for k, n in self.live.items() if k not in self.outputs}
+            # a copy first (one C-level call): iterating ``live`` itself allocates, which can
+            # run the garbage collector, whose storage finalizers (_gone) pop from ``live``
+            # ("dictionary changed size during iteration": the step's figures were lost)
+            snapshot = self.live.copy()
+            live = {k: n for k, n in snapshot.items() if k not in self.outputs}
             real = sum(live.values())
             kept = sum(
                 0
