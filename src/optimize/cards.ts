@@ -291,10 +291,7 @@ export function verdicts(
     }
   ];
   const peak = stepPeakMiss(o);
-  if (
-    o.predicted.step_peak_saving_bytes &&
-    measuredSavings(o).stepPeak === null
-  ) {
+  if (o.predicted.step_peak_saving_bytes && peak === null) {
     // the run before the change had no measured step (advice was opened after it)
     out.push({
       key: 'step_peak',

@@ -72,7 +72,8 @@ def _tracker_class(torch: Any) -> Any:
             # saved for backward, so left out of the figures at backward's start
             self.outputs: set[int] = set()
             self.replaced: set[int] = set()
-            self.casts: dict[int, int] = {}
+            self.cast_sources: set[int] = set()  # weights and inputs cast (once: the cache)
+            self.cast_bytes = 0
             self.boundary: tuple[int, int] | None = None
 
         def _forget(self, key: int) -> None:
@@ -139,8 +140,9 @@ def _tracker_class(torch: Any) -> Any:
         def _lowered(self, func: Any, args: Any, kwargs: Any, outs: Any) -> bool:
             """Whether autocast would make this forward op's outputs 16-bit; for an op it
             runs in 16 bits, the copies it would make of float32 inputs are kept in
-            ``casts``: one per weight or input from before the step (autocast's cast cache),
-            one per call for an activation (no cache; the copy is what autograd saves)."""
+            ``cast_bytes``: one per weight or input from before the step (autocast's cast
+            cache), one per call for an activation (no cache; the copy is what autograd
+            saves)."""
             device = next((t.device.type for t in outs if isinstance(t, Tensor)), "cpu")
             rule = autocast_rule(func, device)
             tensors = [
@@ -161,10 +163,12 @@ def _tracker_class(torch: Any) -> Any:
                         # an activation: every call casts it again (no cache), and the copy
                         # is what the op saves, so the float32 original is counted no more
                         # (its other users keep it in practice only when they save it too)
-                        self.casts[-len(self.casts) - 1] = a.numel() * 2  # a key of its own
                         self.replaced.add(key)
-                    elif key not in self.casts:  # a weight or input: cast once (its cache)
-                        self.casts[key] = a.numel() * 2
+                    elif key in self.cast_sources:
+                        continue  # a weight or input: cast once (autocast's cache)
+                    else:
+                        self.cast_sources.add(key)
+                    self.cast_bytes += a.numel() * 2
                 return True
             if rule == "fp32" or not tensors:
                 return False
@@ -200,7 +204,7 @@ def _tracker_class(torch: Any) -> Any:
                 else n
                 for key, n in live.items()
             )
-            self.boundary = (real, kept + sum(self.casts.values()))
+            self.boundary = (real, kept + self.cast_bytes)
 
         def _scores(self, out: Any) -> None:
             if graph_task() != -1 or not isinstance(out, Tensor):

@@ -104,14 +104,18 @@ def precision(ctx: Context) -> tuple[str, str, bool] | None:
     return None
 
 
+def replayed(ctx: Context) -> bool:
+    """A training step was measured, with its forward replayed under autocast."""
+    return ctx.step is not None and ctx.step.autocast[0] > 0
+
+
 def predict_from_step(ctx: Context) -> tuple[int, int, list[str]] | None:
     """(before, after, facts) from the measured step's forward replayed under autocast op by
     op (stepwatch: what it left for backward, as run and as autocast would leave it), or
     None before a step was measured."""
-    step = ctx.step
-    if step is None or step.autocast[0] <= 0:
+    if ctx.step is None or not replayed(ctx):
         return None
-    real, low = step.autocast
+    real, low = ctx.step.autocast
     before = ctx.activation_bytes
     saving = real - low
     facts = [
@@ -203,12 +207,12 @@ def suggest(ctx: Context) -> list[Suggestion]:
                 f"it would save {mib(before - after)}, under 2% of the {mib(before)} of "
                 "saved activations"
             )
-        elif predict_from_step(ctx) is not None and after == before:
+        elif replayed(ctx) and after == before:
             note = (
                 "replayed under autocast, the measured step would keep as much for backward "
                 "(what it keeps is not made by ops that autocast lowers)"
             )
-        elif predict_from_step(ctx) is not None:
+        elif replayed(ctx):
             note = (
                 f"replayed under autocast, the measured step would keep {mib(after - before)} "
                 "more for backward (its 16-bit copies of weights and inputs outweigh what it "
