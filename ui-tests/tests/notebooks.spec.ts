@@ -147,5 +147,9 @@ test('two notebooks on one kernel: the same records in both, none twice', async 
     expect.stringContaining('after_close = 4'),
     ...inOne
   ]);
-  expect(errors).toEqual([]);
+  // JupyterLab's debugger sends a request on each of a cell's messages and on activation;
+  // closing one.ipynb while one is unanswered cancels it, and JupyterLab leaves that as an
+  // unhandled rejection of its own (1 run in 4 here). Every other page error still fails.
+  const jupyterlabs = /^Error: Canceled future for debug_request message/;
+  expect(errors.filter(e => !jupyterlabs.test(e))).toEqual([]);
 });
