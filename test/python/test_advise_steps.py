@@ -93,12 +93,12 @@ def apply(k: KernelHarness, s: dict[str, Any], train: str) -> dict[str, Any]:
     return outcome
 
 
-#: Accumulation's step-peak prediction varies between runs of the same cells: on the MLP,
-#: 5.5, 6.0 and once 4.0 MiB for a measured 6.5 MiB (the measured steps themselves stay within
-#: 0.1% of the test's): the frontier it scales depends on when storages' frees are seen.
-#: Checkpointing's is held to 20%, as the issue asks; accumulation's to 40%, and its saving
-#: must be real.
-ACCUMULATION_REL = 0.4
+#: Accumulation's step-peak prediction once varied between runs of the same cells (5.5, 6.0,
+#: once 4.0 MiB for a measured 6.5 MiB): malloc reused an activation's freed address for a
+#: gradient, and the step's figures took the activation for gradient bytes. Since only the
+#: last allocation at a gradient's address counts as the gradient, it is held to 20% like
+#: checkpointing.
+ACCUMULATION_REL = 0.2
 
 
 def check(outcome: dict[str, Any], gt_before: int, gt_after: int, rel: float = 0.2) -> None:
