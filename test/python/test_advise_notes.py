@@ -74,7 +74,11 @@ def test_accumulation_for_a_dict_or_keyword_batch(call: str) -> None:
         if call == "**inputs":
             assert "for key, value in inputs.items()" in acc["code"]
             assert "net(**inputs_micro)" in acc["code"]
-            assert "inputs_bs = {key: value[torch.arange(batch_size)" in advice["finder_code"]
+            assert (
+                "inputs_bs = {\n        key: value[torch.arange(batch_size)"
+                in advice["finder_code"]
+            )
+            assert max(map(len, advice["finder_code"].splitlines())) <= 88
         else:
             assert "net(x=x_micro)" in acc["code"]
         c.ns["net"].load_state_dict(start)

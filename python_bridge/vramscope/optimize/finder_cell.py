@@ -61,8 +61,10 @@ def code(ctx: Context) -> str | None:
     except CannotRewrite:
         return None
     draws = "".join(
-        f"    {v}_bs = {{key: value[torch.arange(batch_size) % value.shape[0]] "
-        f"for key, value in {v}.items()}}\n"
+        f"    {v}_bs = {{\n"
+        "        key: value[torch.arange(batch_size) % value.shape[0]]\n"
+        f"        for key, value in {v}.items()\n"
+        "    }\n"
         if tensor_mapping(ctx.ns.get(v), ctx.torch)
         else f"    {v}_bs = {v}[torch.arange(batch_size) % {v}.shape[0]]\n"
         for v in names
