@@ -1,17 +1,19 @@
 """Accumulation's step-peak prediction from one measured step (stepwatch.figures_of and
 StepFigures.accumulated_peak), against the peak of the same model really run in k
 micro-batches, both counted op by op by the same tracker (vramscope.optimize.peak), in
-process: no kernel needed, the figures are pure functions of the recorded events."""
+process: no kernel needed, the figures are pure functions of the recorded events (with the
+moments gradients were accumulated, stepwatch.mark_accumulations, as the step watch records
+them). Models: plain, deep with LayerNorm, conv with BatchNorm, a tied embedding (a weight
+used twice: its gradient comes in two parts), a step of two forwards, and old gradients
+zeroed in place (zero_grad(set_to_none=False))."""
 
 from __future__ import annotations
-
-from typing import Any
 
 import pytest
 import torch
 
 from vramscope.optimize.peak import tracker
-from vramscope.optimize.stepwatch import figures_of
+from vramscope.optimize.stepwatch import figures_of, mark_accumulations
 
 KIB = 1024
 
@@ -67,28 +69,76 @@ def _conv() -> tuple[torch.nn.Module, torch.Tensor, torch.Tensor]:
     return model, torch.randn(32, 3, 32, 32), torch.randint(0, 10, (32,))
 
 
-@pytest.mark.parametrize("build", [_mlp, _deep, _conv], ids=["mlp", "deep", "conv"])
+V = 4000
+
+
+class _Tied(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb = torch.nn.Embedding(V, 128)
+        self.body = torch.nn.Sequential(
+            torch.nn.Linear(128, 512), torch.nn.GELU(), torch.nn.Linear(512, 128)
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.body(self.emb(x)) @ self.emb.weight.t()
+
+
+def _tied() -> tuple[torch.nn.Module, torch.Tensor, torch.Tensor]:
+    return _Tied(), torch.randint(0, V, (256,)), torch.randint(0, V, (256,))
+
+
+def _head() -> tuple[torch.nn.Module, torch.Tensor, torch.Tensor]:
+    model = torch.nn.Sequential(
+        torch.nn.Linear(128, 1024), torch.nn.GELU(), torch.nn.Linear(1024, V)
+    )
+    return model, torch.randn(128, 128), torch.randint(0, V, (128,))
+
+
+def _loss(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return torch.nn.functional.cross_entropy(model(x), y)
+
+
+def _twice(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return _loss(model, x, y) + _loss(model, x.flip(0), y)
+
+
+CASES = {
+    "mlp": (_mlp, _loss, True),
+    "deep": (_deep, _loss, True),
+    "conv": (_conv, _loss, True),
+    "tied": (_tied, _loss, True),
+    "two-forwards": (_head, _twice, True),
+    "old-grads": (_head, _loss, False),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
 @pytest.mark.parametrize("k", [2, 4])
-def test_the_predicted_peak_is_the_peak_of_k_micro_batches(build: Any, k: int) -> None:
+def test_the_predicted_peak_is_the_peak_of_k_micro_batches(case: str, k: int) -> None:
+    build, loss_of, set_to_none = CASES[case]
     torch.manual_seed(0)
     model, x, y = build()
-    loss_fn = torch.nn.CrossEntropyLoss()
-    model.zero_grad(set_to_none=True)
+    if not set_to_none:
+        loss_of(model, x, y).backward()  # gradients from an earlier step
+    model.zero_grad(set_to_none=set_to_none)
     step = tracker(torch, record=True)
+    hooks = mark_accumulations(model, step)
     with step:
-        loss_fn(model(x), y).backward()
-    grads = {
-        p.grad.untyped_storage().data_ptr(): p.grad.untyped_storage().nbytes()
-        for p in model.parameters()
-        if p.grad is not None
-    }
-    figures = figures_of(step.events or [], grads, 1)
-    assert figures.grads == sum(p.numel() * 4 for p in model.parameters())
+        loss_of(model, x, y).backward()
+    for hook in hooks:
+        hook.remove()
+    made: dict[int, int] = {}
+    old: dict[int, int] = {}
+    for p in model.parameters():
+        storage = p.grad.untyped_storage()
+        (made if storage.data_ptr() in step.live else old)[storage.data_ptr()] = storage.nbytes()
+    assert (not old) == set_to_none
+    figures = figures_of(step.events or [], made, 1, old)
 
-    model.zero_grad(set_to_none=True)
+    model.zero_grad(set_to_none=set_to_none)
     truth = tracker(torch)
     with truth:
         for xm, ym in zip(x.chunk(k), y.chunk(k)):
-            (loss_fn(model(xm), ym) / k).backward()
+            (loss_of(model, xm, ym) / k).backward()
     assert figures.accumulated_peak(k) == pytest.approx(truth.peak, rel=0.005)
-    assert figures.accumulated_peak(k) < figures.peak

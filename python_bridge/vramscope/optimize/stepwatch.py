@@ -70,27 +70,75 @@ class StepFigures:
 
 
 def figures_of(
-    events: list[tuple[int, int]], grad_keys: dict[int, int], forwards: int
+    events: list[tuple[int, int]],
+    grad_keys: dict[int, int],
+    forwards: int,
+    old_grads: dict[int, int] | None = None,
 ) -> StepFigures:
-    """Replays the step's allocations (key, +bytes) and frees (key, -bytes).
+    """Replays the step's allocations (key, +bytes), frees (key, -bytes) and the moments a
+    gradient was accumulated into a parameter's ``.grad`` (key of that ``.grad``, 0).
+
+    ``grad_keys``: the ``.grad`` storages the step made; ``old_grads``: those there before
+    it (``zero_grad(set_to_none=False)``), which backward adds its gradient to.
 
     A key is a storage's address, which malloc hands out again once it is freed: the
     activation backward frees at an address is often where a gradient is made next. Only the
     last allocation at a gradient's address is that gradient; what lived there before it is
     the rest (counting it as gradient bytes put the deep MLP's gradients at 4.5 MiB of 3.4
-    and its activations at backward's start 4.5 MiB short, by how malloc reused addresses)."""
+    and its activations at backward's start 4.5 MiB short, by how malloc reused addresses).
+
+    Gradient-sized bytes do not shrink with the micro-batch: a gradient the step made is one
+    from its allocation on, and in a later micro-batch a temporary from there until it is
+    accumulated; the parts of a gradient (a weight used twice, as a tied embedding, gets two,
+    summed before they are accumulated) and a gradient added to an old ``.grad`` are
+    temporaries in every micro-batch: the storages of the gradient's size freed just before
+    it is accumulated, from their allocation to their free."""
+    sizes = {**(old_grads or {}), **grad_keys}
     made = {key: i for i, (key, delta) in enumerate(events) if delta > 0 and key in grad_keys}
+    allocated_at: dict[int, int] = {}
+    born: dict[int, int] = {}  # free index -> allocation index of what it frees
+    for i, (key, delta) in enumerate(events):
+        if delta > 0:
+            allocated_at[key] = i
+        elif delta < 0 and key in allocated_at:
+            born[i] = allocated_at.pop(key)
+    until: dict[int, int] = {}  # allocation index of a temporary -> where it ends
+    fixed: set[int] = set()  # ... of those temporaries in every micro-batch
+    for i, (key, delta) in enumerate(events):
+        if delta or key not in sizes:
+            continue
+        if key in made and made[key] < i:
+            until.setdefault(made[key], i)
+        for j in range(i - 1, -1, -1):  # the gradient's parts: freed just before
+            d = events[j][1]
+            if d < 0 and -d == sizes[key] and j in born and born[j] not in until:
+                until[born[j]] = j
+                fixed.add(born[j])
+            elif d > 0 and j != made.get(key):
+                break
+    ends: dict[int, list[int]] = {}
+    for a, e in until.items():
+        ends.setdefault(e, []).append(a)
     total = grads = peak = 0
     points: list[tuple[int, int]] = []
     temps: list[tuple[int, int]] = []
+    alive: dict[int, int] = {}  # temporaries alive: allocation index -> bytes
     for i, (key, delta) in enumerate(events):
+        for a in ends.get(i, ()):
+            alive.pop(a, None)
         total += delta
         made_grad = i >= made.get(key, len(events))
         if made_grad:
             grads += delta
         if delta > 0:
-            points.append((grads, total - grads))
-            temps.append((delta if made_grad else 0, total - grads))
+            if i in until:
+                alive[i] = delta
+            parts = sum(n for a, n in alive.items() if a in fixed)
+            rest = total - grads - parts
+            points.append((grads + parts, rest))
+            # no accumulation seen (no hook): a later micro-batch's temporary here only
+            own = delta if made_grad and i not in until else 0
+            temps.append((own + sum(alive.values()), rest))
             if total > peak:
                 peak = total
     allocated = sum(grad_keys.values())
@@ -131,6 +179,7 @@ class StepWatch:
         self._open: tuple[float, Any] | None = None  # (cell, the tracking mode)
         self._forwards = 0
         self._done: float | None = None  # the cell whose step was measured (one a cell)
+        self._accumulated: list[Any] = []  # the open step's post-accumulate-grad hooks
         self.figures: OrderedDict[float, StepFigures] = OrderedDict()
 
     @property
@@ -183,6 +232,7 @@ class StepWatch:
             mode.__enter__()
             self._open = (cell, mode)
             self._forwards = 1
+            self._accumulated = mark_accumulations(module, mode)
         except Exception:
             self._open = None
 
@@ -215,14 +265,15 @@ class StepWatch:
             model = self._model() if self._model is not None else None
             if model is None or mode.failed or not _steps(optimizer, model):
                 return
-            keep = {}
+            keep: dict[int, int] = {}
+            old: dict[int, int] = {}
             for p in model.parameters():
                 grad = p.grad
                 if grad is not None:
                     storage = grad.untyped_storage()
-                    if storage.data_ptr() in mode.live:
-                        keep[storage.data_ptr()] = storage.nbytes()
-            figures = figures_of(mode.events or [], keep, self._forwards)
+                    made = storage.data_ptr() in mode.live
+                    (keep if made else old)[storage.data_ptr()] = storage.nbytes()
+            figures = figures_of(mode.events or [], keep, self._forwards, old)
             self.figures[cell] = replace(
                 figures,
                 attention=(mode.attention[0], mode.attention[1]),
@@ -240,6 +291,9 @@ class StepWatch:
             self._close()
 
     def _close(self) -> None:
+        for handle in self._accumulated:
+            handle.remove()
+        self._accumulated = []
         if self._open is None:
             return
         mode: Any = self._open[1]
@@ -254,6 +308,25 @@ class StepWatch:
             mode.__exit__(None, None, None)
         except Exception:
             pass
+
+
+def mark_accumulations(model: Any, mode: Any) -> list[Any]:
+    """Hooks that put a (key of the ``.grad``, 0) event in ``mode``'s record each time a
+    gradient is accumulated into one of ``model``'s parameters (figures_of: how long gradient
+    temporaries live). Returns their handles, to remove when the step ends."""
+
+    def mark(param: Any) -> None:
+        try:
+            if not mode.closed and mode.events is not None and param.grad is not None:
+                mode.events.append((param.grad.untyped_storage().data_ptr(), 0))
+        except Exception:
+            pass
+
+    return [
+        p.register_post_accumulate_grad_hook(mark)
+        for p in model.parameters()
+        if p.requires_grad and hasattr(p, "register_post_accumulate_grad_hook")
+    ]
 
 
 def _steps(optimizer: Any, model: Any) -> bool:
