@@ -138,6 +138,7 @@ test('two notebooks on one kernel: the same records in both, none twice', async 
 
   // one.ipynb's connection is the one that handles comms: closing it leaves two's working
   await activate(page, 'one.ipynb');
+  const beforeClose = errors.length;
   await page.notebook.close(true);
   expect(await page.notebook.isOpen('one.ipynb')).toBe(false);
   await activate(page, 'two.ipynb');
@@ -149,7 +150,10 @@ test('two notebooks on one kernel: the same records in both, none twice', async 
   ]);
   // JupyterLab's debugger sends a request on each of a cell's messages and on activation;
   // closing one.ipynb while one is unanswered cancels it, and JupyterLab leaves that as an
-  // unhandled rejection of its own (1 run in 4 here). Every other page error still fails.
+  // unhandled rejection of its own (3 runs in 8 here). Only that error, and only from the
+  // close on, is let through: every other page error still fails.
   const jupyterlabs = /^Error: Canceled future for debug_request message/;
-  expect(errors.filter(e => !jupyterlabs.test(e))).toEqual([]);
+  expect(
+    errors.filter((e, i) => i < beforeClose || !jupyterlabs.test(e))
+  ).toEqual([]);
 });

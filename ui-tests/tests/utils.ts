@@ -81,7 +81,8 @@ export function watchDebugRequests(page: Page): void {
           ? frame.payload
           : frame.payload.toString('latin1');
       if (msgType.test(text) && pending.has(ws)) {
-        pending.set(ws, (pending.get(ws) ?? 0) + change);
+        // at least 0: a reply to a request sent before the watch began counts nothing
+        pending.set(ws, Math.max(0, (pending.get(ws) ?? 0) + change));
       }
     };
     ws.on('framesent', count(1, /"msg_type":\s*"debug_request"/));
