@@ -253,6 +253,18 @@ export async function runAll(
       { timeout, intervals: [500] }
     )
     .toBe(true);
+  // the prompts can read done while the last cell still runs (seen once in reload.spec)
+  await expect
+    .poll(
+      () =>
+        page.evaluate(
+          () =>
+            (window as any).jupyterapp.shell.currentWidget.sessionContext
+              .kernelDisplayStatus
+        ),
+      { timeout }
+    )
+    .toBe('idle');
 }
 
 /**

@@ -51,6 +51,17 @@ test.describe('reload-proof (issue 12)', () => {
     await expect(optimizer).toHaveAttribute('data-bytes', /^[1-9]\d+$/, {
       timeout: 60_000
     });
+    // every cell's record in (it follows the cell's reply): the footers stable
+    let last = '';
+    const settled = async () => {
+      const now = JSON.stringify(await footers(page));
+      const same = now === last;
+      last = now;
+      return same;
+    };
+    await expect
+      .poll(settled, { timeout: 30_000, intervals: [1_000] })
+      .toBe(true);
     const before = await footers(page);
     const withFooter = Object.values(before).filter(t => t).length;
     expect(withFooter).toBeGreaterThanOrEqual(Object.keys(before).length - 1);
