@@ -142,3 +142,21 @@ def test_the_predicted_peak_is_the_peak_of_k_micro_batches(case: str, k: int) ->
         for xm, ym in zip(x.chunk(k), y.chunk(k)):
             (loss_of(model, xm, ym) / k).backward()
     assert figures.accumulated_peak(k) == pytest.approx(truth.peak, rel=0.005)
+
+
+def test_a_parameter_that_refuses_the_hook_is_left_out_without_raising() -> None:
+    model = torch.nn.Linear(4, 4)
+
+    def refuse(hook: object) -> None:
+        raise RuntimeError("no hooks here")
+
+    model.weight.register_post_accumulate_grad_hook = refuse  # type: ignore[method-assign]
+    step = tracker(torch, record=True)
+    hooks = mark_accumulations(model, step)
+    assert len(hooks) == 1  # the bias's
+    with step:
+        model(torch.randn(2, 4)).sum().backward()
+    for hook in hooks:
+        hook.remove()
+    bias = model.bias.grad.untyped_storage().data_ptr()  # type: ignore[union-attr]
+    assert [key for key, delta in step.events or [] if delta == 0] == [bias]

@@ -322,11 +322,14 @@ def mark_accumulations(model: Any, mode: Any) -> list[Any]:
         except Exception:
             pass
 
-    return [
-        p.register_post_accumulate_grad_hook(mark)
-        for p in model.parameters()
-        if p.requires_grad and hasattr(p, "register_post_accumulate_grad_hook")
-    ]
+    handles = []
+    for p in model.parameters():
+        try:  # inside the user's forward, with the step's tracker pushed: never raise
+            if p.requires_grad:
+                handles.append(p.register_post_accumulate_grad_hook(mark))
+        except Exception:
+            continue  # that gradient's temporaries count at their allocation only
+    return handles
 
 
 def _steps(optimizer: Any, model: Any) -> bool:
