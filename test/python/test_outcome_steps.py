@@ -33,7 +33,7 @@ SUGGESTION = {
 
 
 def step(peak: int) -> StepFigures:
-    return StepFigures(peak=peak, grads=0, frontier=((0, peak),), largest_grad=0, forwards=1)
+    return StepFigures(peak=peak, grads=0, frontier=((0, peak),), forwards=1)
 
 
 def insight(saved: int) -> dict[str, Any]:

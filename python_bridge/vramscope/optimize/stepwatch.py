@@ -33,14 +33,13 @@ KEEP = 32  # steps kept (by cell: its start time)
 class StepFigures:
     """A measured step: ``peak`` above its start; ``grads``: the ``.grad`` bytes it
     allocated; ``frontier``: (gradient bytes, other bytes) pairs, none below another in both;
-    ``largest_grad``: the largest single ``.grad`` it allocated; ``forwards``: the model's
-    forwards in it; ``temps``: (bytes of the gradient made there, other bytes) at each
-    allocation, none below another in both (a later micro-batch's gradient temporaries)."""
+    ``forwards``: the model's forwards in it; ``temps``: (bytes of the gradient temporaries a
+    later micro-batch has alive there, other bytes) at each allocation, none below another in
+    both (see figures_of)."""
 
     peak: int
     grads: int
     frontier: tuple[tuple[int, int], ...]
-    largest_grad: int
     forwards: int
     #: square softmax outputs of the forward ([..., T, T] attention scores, saved for
     #: backward) and one float32 per row of them, in bytes
@@ -62,10 +61,7 @@ class StepFigures:
         first = self.scaled_peak(1.0 / k)
         if k <= 1 or not self.grads:
             return first  # gradients there before the step (zeroed in place): all alike
-        if self.temps:
-            later = self.grads + max(d + o // k for d, o in self.temps)
-        else:  # a bound: the largest temporary at the largest rest
-            later = self.grads + self.largest_grad + max(o for _, o in self.frontier) // k
+        later = self.grads + max((d + o // k for d, o in self.temps), default=0)
         return max(first, later)
 
 
@@ -146,7 +142,6 @@ def figures_of(
         peak,
         allocated,
         _undominated(points),
-        max(grad_keys.values(), default=0),
         forwards,
         temps=_undominated(temps),
     )
