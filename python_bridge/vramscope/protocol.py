@@ -5,23 +5,22 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any, Literal, TypedDict, Union, get_args
 
 from .optimize.schema import AdviceMessage, BatchSearchMessage  # since 1.1
+from .protocol_errors import MAX_ECHO_CHARS as MAX_ECHO_CHARS
+from .protocol_errors import MAX_NAME_CHARS as MAX_NAME_CHARS
+from .protocol_errors import ErrorCode as ErrorCode
+from .protocol_errors import ProtocolError as ProtocolError
+from .protocol_errors import echo as echo
+from .protocol_errors import is_finite_number as is_finite_number
+from .protocol_errors import kind_of
+from .protocol_params import check_feature_params
 
 PROTOCOL_VERSION = "1.1.0"
 COMM_TARGET = "vramscope"
 CHANNELS = ("stream", "control")
 
-ErrorCode = Literal[
-    "protocol_mismatch",
-    "invalid_message",
-    "unknown_type",
-    "unknown_method",
-    "invalid_params",
-    "internal",
-]
 Method = Literal[
     "get_report",
     "get_devices",
@@ -52,16 +51,6 @@ KERNEL_MESSAGE_TYPES = (
     "batch_search",  # since 1.1
     "cells",  # since 1.1
 )
-
-
-class ProtocolError(Exception):
-    """A message the kernel cannot accept; becomes an ``error`` message, never a raise."""
-
-    def __init__(self, code: ErrorCode, message: str, in_reply_to: str | None = None) -> None:
-        super().__init__(message)
-        self.code: ErrorCode = code
-        self.message = message
-        self.in_reply_to = in_reply_to
 
 
 # --- common types -------------------------------------------------------------------------
@@ -314,8 +303,6 @@ class Request(TypedDict):
 
 INSIGHT_KEYS = ("model", "models", "layers", "breakdown", "holders", "scan_ms", "skipped")
 MODEL_INFO_KEYS = ("name", "type", "param_bytes")
-MAX_NAME_CHARS = 256  # longest model name a get_insight request may carry
-MAX_ECHO_CHARS = 80  # longest user-sent value quoted back in an error message
 
 
 def empty_insight(reason: str | None = None) -> Insight:
@@ -379,7 +366,7 @@ def check_protocol_version(metadata: object) -> None:
 def validate_request(obj: object) -> Request:
     """Check a received payload; return it typed as a Request or raise ProtocolError."""
     if not isinstance(obj, dict):
-        raise ProtocolError("invalid_message", f"message must be an object, got {_kind(obj)}")
+        raise ProtocolError("invalid_message", f"message must be an object, got {kind_of(obj)}")
     raw_id = obj.get("id")
     reply_to = raw_id if isinstance(raw_id, str) else None
     msg_type = obj.get("type")
@@ -409,21 +396,19 @@ def validate_request(obj: object) -> Request:
         model = params.get("model")
         if model is not None and not isinstance(model, str):
             raise ProtocolError(
-                "invalid_params", f"'model' must be a string, got {_kind(model)}", raw_id
+                "invalid_params", f"'model' must be a string, got {kind_of(model)}", raw_id
             )
         if isinstance(model, str) and not 0 < len(model) <= MAX_NAME_CHARS:
             raise ProtocolError(
                 "invalid_params", f"'model' must be a name of 1..{MAX_NAME_CHARS} chars", raw_id
             )
-    if method in ("get_advice", "estimate", "export_report"):
-        from .protocol_params import check_feature_params  # since 1.1
-
+    if method in ("get_advice", "estimate", "export_report"):  # since 1.1
         check_feature_params(method, params, raw_id)
     if method == "get_samples":
         since = params.get("since")
         if since is not None and not is_finite_number(since):
             raise ProtocolError(
-                "invalid_params", f"'since' must be a finite number, got {_kind(since)}", raw_id
+                "invalid_params", f"'since' must be a finite number, got {kind_of(since)}", raw_id
             )
     if method == "report_error":
         for key in ("code", "message"):
@@ -433,26 +418,3 @@ def validate_request(obj: object) -> Request:
         if len(params["code"]) > MAX_NAME_CHARS:
             raise ProtocolError("invalid_params", "'code' is too long", raw_id)
     return {"type": "request", "id": raw_id, "method": method, "params": params}  # type: ignore[typeddict-item]
-
-
-def is_finite_number(value: object) -> bool:
-    return (
-        isinstance(value, (int, float))
-        and not isinstance(value, bool)
-        and math.isfinite(float(value))
-    )
-
-
-def echo(value: object) -> str:
-    """``repr(value)`` cut to ``MAX_ECHO_CHARS`` (error messages never echo huge input)."""
-    try:
-        text = repr(value)
-    except Exception:
-        return f"<{type(value).__name__}>"
-    if len(text) <= MAX_ECHO_CHARS:
-        return text
-    return f"{text[: MAX_ECHO_CHARS - 1]}… ({len(text)} chars)"
-
-
-def _kind(value: object) -> str:
-    return "null" if value is None else type(value).__name__

@@ -1,11 +1,12 @@
 """Request params of the methods added in protocol 1.1 (``get_advice``, ``estimate``,
-``export_report``): checked by :func:`vramscope.protocol.validate_request`."""
+``export_report``): checked by :func:`vramscope.protocol.validate_request`
+(which imports this module; this one builds on ``protocol_errors`` only)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from .protocol import MAX_NAME_CHARS, ProtocolError, _kind, echo, is_finite_number
+from .protocol_errors import MAX_NAME_CHARS, ProtocolError, echo, is_finite_number, kind_of
 
 
 def check_feature_params(method: str, params: dict[str, Any], request_id: str) -> None:
@@ -38,7 +39,7 @@ def _check_export_params(params: dict[str, Any], request_id: str) -> None:
     ):
         raise ProtocolError(
             "invalid_params",
-            f"'notebook' must be a path of 1..{MAX_PATH_CHARS} chars, got {_kind(notebook)}",
+            f"'notebook' must be a path of 1..{MAX_PATH_CHARS} chars, got {kind_of(notebook)}",
             request_id,
         )
 
@@ -50,7 +51,7 @@ def _check_model_param(model: object, request_id: str) -> None:
     if not isinstance(model, str) or not 0 < len(model) <= MAX_NAME_CHARS:
         raise ProtocolError(
             "invalid_params",
-            f"'model' must be null or a name of 1..{MAX_NAME_CHARS} chars, got {_kind(model)}",
+            f"'model' must be null or a name of 1..{MAX_NAME_CHARS} chars, got {kind_of(model)}",
             request_id,
         )
 
@@ -73,9 +74,9 @@ def _check_estimate_params(params: dict[str, Any], request_id: str) -> None:
         raise bad(f"'params' must be a number >= 1, got {echo(count)}")
     for key in ("optimizer", "precision"):
         if key in params and not isinstance(params[key], str):
-            raise bad(f"{key!r} must be a string, got {_kind(params[key])}")
+            raise bad(f"{key!r} must be a string, got {kind_of(params[key])}")
     if params.get("offload") is not None and not isinstance(params["offload"], str):
-        raise bad(f"'offload' must be a string or null, got {_kind(params['offload'])}")
+        raise bad(f"'offload' must be a string or null, got {kind_of(params['offload'])}")
     for key, low, nullable in (
         ("batch_size", 1, True),
         ("seq_len", 1, True),

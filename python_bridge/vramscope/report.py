@@ -1,15 +1,16 @@
-"""``session_report()``: the whole session as one JSON-serialisable dict (docs/report-schema.md)."""
+"""``session_report()``: the whole session as one JSON-serialisable dict (docs/report-schema.md).
+
+The runtime gathers the parts and hands them in; this module does not know the runtime.
+"""
 
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from ._version import __version__
-from .protocol import PROTOCOL_VERSION
-
-if TYPE_CHECKING:
-    from .runtime import Runtime
+from .protocol import PROTOCOL_VERSION, CellRecord, DeviceInfo, KernelInfo, Sample
 
 REPORT_SCHEMA = "vramscope.report/1"
 REPORT_KEYS = (
@@ -33,34 +34,35 @@ REPORT_KEYS = (
 )
 
 
-def _current_insight(runtime: Runtime) -> dict[str, Any]:
-    """Model insight as of now (not as of the last cell end), or the last one on failure."""
-    try:
-        if runtime.settings.get("insight", True) and runtime.insight.engine() is not None:
-            return runtime.insight.snapshot(None)
-    except Exception:
-        pass
-    return runtime.insight.last or {}
-
-
-def build_report(runtime: Runtime) -> dict[str, Any]:
-    insight = _current_insight(runtime)
+def build_report(
+    *,
+    session_id: str,
+    kernel: KernelInfo,
+    devices: list[DeviceInfo],
+    settings: Mapping[str, Any],
+    cells: list[CellRecord],
+    samples: list[Sample],
+    insight: Mapping[str, Any],
+    client_errors: Iterable[Mapping[str, Any]],
+    advice: Any,
+) -> dict[str, Any]:
+    """The report from the session's parts; ``insight`` is model insight as of now."""
     return {
         "schema": REPORT_SCHEMA,
         "bridge_version": __version__,
         "protocol_version": PROTOCOL_VERSION,
-        "session_id": runtime.session_id,
+        "session_id": session_id,
         "created": time.time(),
-        "kernel": runtime.kernel_info(),
-        "devices": runtime.device_infos(),
-        "settings": dict(runtime.settings),
-        "cells": runtime.recorder.history(),
-        "samples": runtime.ring.snapshot(),
+        "kernel": kernel,
+        "devices": devices,
+        "settings": dict(settings),
+        "cells": cells,
+        "samples": samples,
         "model": insight.get("model"),
         "models": list(insight.get("models") or []),
         "layers": list(insight.get("layers") or []),
         "breakdown": dict(insight.get("breakdown") or {}),
         "holders": list(insight.get("holders") or []),
-        "client_errors": list(runtime.client_errors),
-        "advice": runtime.optimize.report(),
+        "client_errors": list(client_errors),
+        "advice": advice,
     }

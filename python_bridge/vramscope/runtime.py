@@ -259,7 +259,27 @@ class Runtime:
         }
 
     def report(self) -> dict[str, Any]:
-        return build_report(self)
+        insight = self._current_insight()
+        return build_report(
+            session_id=self.session_id,
+            kernel=self.kernel_info(),
+            devices=self.device_infos(),
+            settings=self.settings,
+            cells=self.recorder.history(),
+            samples=self.ring.snapshot(),
+            insight=insight,
+            client_errors=self.client_errors,
+            advice=self.optimize.report(),
+        )
+
+    def _current_insight(self) -> Mapping[str, Any]:
+        """Model insight as of now (not as of the last cell end), or the last one on failure."""
+        try:
+            if self.settings.get("insight", True) and self.insight.engine() is not None:
+                return self.insight.snapshot(None)
+        except Exception:
+            pass
+        return self.insight.last or {}
 
     def export_report(self, params: Mapping[str, Any]) -> dict[str, Any]:
         """The ``export_report`` request: the report rendered as one file (vramscope.export)."""

@@ -19,6 +19,7 @@ from typing import Any, TextIO
 
 from .. import __version__
 from .gates import EXIT_INTERNAL, EXIT_OK, EXIT_USAGE
+from .usage import UsageError, load
 
 
 class _Parser(argparse.ArgumentParser):
@@ -74,7 +75,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         from .profile import profile
 
         return profile(args, out)
-    except _UsageError as err:
+    except UsageError as err:
         sys.stderr.write(f"vramscope: error: {err}\n")
         return EXIT_USAGE
     except KeyboardInterrupt:
@@ -83,20 +84,6 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     except Exception as exc:  # a bug of ours: say so, distinctly from a gate
         sys.stderr.write(f"vramscope: internal error: {type(exc).__name__}: {exc}\n")
         return EXIT_INTERNAL
-
-
-class _UsageError(Exception):
-    pass
-
-
-def load(path: Path, what: str) -> dict[str, Any]:
-    """A JSON report, or a usage error naming ``what`` it was for."""
-    from ..exports import load_report
-
-    try:
-        return load_report(path)
-    except ValueError as err:
-        raise _UsageError(f"{what}: {err}") from None
 
 
 def _compare(args: argparse.Namespace, out: TextIO) -> int:

@@ -6,7 +6,6 @@ import argparse
 import sys
 from typing import Any, TextIO
 
-from . import _UsageError, load
 from .gates import (
     EXIT_CELL_FAILED,
     EXIT_OK,
@@ -16,18 +15,19 @@ from .gates import (
     check_cell_budget,
     pick_device,
 )
+from .usage import UsageError, load
 
 
 def _check_args(args: argparse.Namespace) -> Any:
     from ..exports import format_for
 
     if not args.notebook.is_file():
-        raise _UsageError(f"notebook not found: {args.notebook}")
+        raise UsageError(f"notebook not found: {args.notebook}")
     for path in args.output:
         try:
             format_for(path)
         except ValueError as err:
-            raise _UsageError(str(err)) from None
+            raise UsageError(str(err)) from None
     return load(args.baseline, "baseline") if args.baseline else None
 
 
