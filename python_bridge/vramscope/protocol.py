@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Literal, TypedDict, Union, get_args
 
-from .optimize.schema import AdviceMessage, BatchSearchMessage  # since 1.1
+from .messages.optimize import AdviceMessage, BatchSearchMessage  # since 1.1
 from .protocol_errors import MAX_ECHO_CHARS as MAX_ECHO_CHARS
 from .protocol_errors import MAX_NAME_CHARS as MAX_NAME_CHARS
 from .protocol_errors import ErrorCode as ErrorCode

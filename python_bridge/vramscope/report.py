@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ._version import __version__
+from .messages.optimize import Advice
 from .protocol import PROTOCOL_VERSION, CellRecord, DeviceInfo, KernelInfo, Sample
 
 REPORT_SCHEMA = "vramscope.report/1"
@@ -44,7 +45,7 @@ def build_report(
     samples: list[Sample],
     insight: Mapping[str, Any],
     client_errors: Iterable[Mapping[str, Any]],
-    advice: Any,
+    advice: Advice | None,
 ) -> dict[str, Any]:
     """The report from the session's parts; ``insight`` is model insight as of now."""
     return {

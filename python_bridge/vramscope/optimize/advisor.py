@@ -13,9 +13,9 @@ import time
 import weakref
 from typing import Any, Callable
 
+from ..messages.optimize import Advice, Suggestion
 from .names import CellSource, is_training_source
 from .outcomes import CellLog, CellRun
-from .schema import Advice, Suggestion
 from .stepwatch import StepWatch
 
 SourceFn = Callable[[int | None], str]

@@ -14,9 +14,9 @@ import re
 import uuid
 from typing import Any, Callable
 
+from ..messages.optimize import BatchSearch, Trial
 from .peak import measure_peak
 from .restore import Snapshot, training_objects
-from .schema import BatchSearch, Trial
 
 _UNITS = {"": 1, "b": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
 _BINARY = {"ki": 2**10, "mi": 2**20, "gi": 2**30, "ti": 2**40}

@@ -6,8 +6,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from ..messages.optimize import Advice, BatchSearch
 from .advisor import Advisor, empty_advice
-from .schema import Advice, BatchSearch
 
 
 class OptimizeLink:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import ast
 import re
 
+from ..messages.optimize import Mistake
 from .codegen import CannotRewrite, wrap_all
 from .context import Context
 from .names import CellSource, parse
-from .schema import Mistake
 from .techniques.base import mib
 
 

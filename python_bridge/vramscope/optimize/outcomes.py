@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..messages.optimize import Measured, Outcome, Predicted
 from .names import CellSource, is_training_source, marker_ids
-from .schema import Measured, Outcome, Predicted
 from .stepwatch import StepFigures
 
 #: A measured saving further than this from the prediction is flagged as missed.

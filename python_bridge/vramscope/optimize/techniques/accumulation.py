@@ -9,11 +9,11 @@ from __future__ import annotations
 import ast
 import re
 
+from ...messages.optimize import Suggestion, SuggestionKind
 from ..codegen import CannotRewrite, rewrite_accumulation
 from ..context import Context
 from ..names import tensor_mapping
 from ..peakmodel import accumulated_peak
-from ..schema import Suggestion, SuggestionKind
 from .base import mib, predicted, suggestion
 from .template import template
 

@@ -23,8 +23,8 @@ import inspect
 import textwrap
 from typing import Any
 
+from ...messages.optimize import Suggestion, SuggestionKind
 from ..context import Context
-from ..schema import Suggestion, SuggestionKind
 from .base import mib, predicted, suggestion
 
 COST = ("usually faster (a fused kernel); results equal up to float rounding", None)

@@ -14,10 +14,10 @@ from __future__ import annotations
 import ast
 from typing import Any
 
+from ...messages.optimize import Suggestion, SuggestionKind
 from ..codegen import CannotRewrite, rewrite_autocast
 from ..context import Context
 from ..names import parse
-from ..schema import Suggestion, SuggestionKind
 from .base import mib, predicted, suggestion
 from .template import template
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..schema import CellRef, Predicted, Suggestion, SuggestionKind
+from ...messages.optimize import CellRef, Predicted, Suggestion, SuggestionKind
 
 
 def mib(n: float) -> str:

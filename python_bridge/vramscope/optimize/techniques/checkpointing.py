@@ -13,9 +13,9 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from ...messages.optimize import Suggestion
 from ..context import Context
 from ..peakmodel import step_peak
-from ..schema import Suggestion
 from .base import mib, predicted, suggestion
 
 COST = ("one extra forward of the blocks in backward (~1.3x step time)", 1.33)

@@ -16,8 +16,8 @@ from __future__ import annotations
 import importlib.util
 from typing import Any
 
+from ...messages.optimize import Suggestion
 from ..context import Context
-from ..schema import Suggestion
 from .base import mib, predicted, suggestion
 from .optimizer import assignable, find_optimizer, state_bytes
 

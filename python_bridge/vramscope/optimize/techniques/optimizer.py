@@ -13,8 +13,8 @@ import ast
 import math
 from typing import Any
 
+from ...messages.optimize import Suggestion
 from ..context import Context
-from ..schema import Suggestion
 from .base import mib, predicted, suggestion
 
 MOMENTS = ("exp_avg", "exp_avg_sq")

@@ -7,11 +7,11 @@ import ast
 import re
 from typing import Any
 
+from ...messages.optimize import Suggestion
 from ..codegen import CannotRewrite, replace_call_kwarg, wrap_all
 from ..context import Context
 from ..names import CellSource, is_training_source
 from ..outcomes import CellRun, activation_bytes
-from ..schema import Suggestion
 from .base import mib, predicted, suggestion
 
 FREE_CELLS = {

@@ -1,6 +1,7 @@
 """Protocol shapes of the Optimize messages (docs/protocol.md, "Optimize (since 1.1)").
 
-Kept out of ``protocol.py`` (which imports them) so that file stays small; no torch here.
+``protocol.py`` imports the messages, the ``optimize`` package the parts; no torch here.
+Mirrors ``src/messages/optimize.ts``.
 """
 
 from __future__ import annotations
