@@ -9,7 +9,9 @@
  * - on a kernel restart marks the restart in the session (history kept) and reconnects when
  *   the kernel is back; on a kernel change reconnects to the new kernel;
  * - pushes the front-end settings (`set_settings`) after each `hello` when they differ from
- *   the kernel's, and on change.
+ *   the kernel's, and on change;
+ * - after each `hello`, has the samples the kernel kept fetched once the kernel is quiet
+ *   (./quietbackfill.ts); an attempt that hangs is retried (./watchdog.ts).
  *
  * Every connection attempt belongs to a *generation*: a restart, a kernel change, a manual
  * reconnect or `dispose()` starts a new one, and async work of an older generation (a late
@@ -21,7 +23,6 @@ import { IDisposable } from '@lumino/disposable';
 
 import { IHelloMessage, ISettings } from '../protocol';
 import { BridgeComms } from './comms';
-import { ExecuteTracker } from './executes';
 import {
   BOOTSTRAP_CODE,
   bootstrapFailure,
@@ -30,7 +31,9 @@ import {
   kernelLanguage,
   settingsDiffer
 } from './kernel';
+import { QuietBackfill } from './quietbackfill';
 import { MemorySession } from './session';
+import { ConnectWatchdog } from './watchdog';
 
 export { BOOTSTRAP_CODE, INSTALL_LINE } from './kernel';
 
@@ -38,20 +41,27 @@ export class KernelBridge implements IDisposable {
   constructor(options: KernelBridge.IOptions) {
     this._context = options.sessionContext;
     this._session = options.session;
-    this._executes = new ExecuteTracker({
-      sink: this._session,
-      lostReplyMs: KernelBridge.LOST_REPLY_MS,
-      onChange: () => this._maybeBackfill()
+    this._backfill = new QuietBackfill({
+      session: this._session,
+      kernel: () => this._watched,
+      quietMs: KernelBridge.BACKFILL_QUIET_MS,
+      lostReplyMs: KernelBridge.LOST_REPLY_MS
+    });
+    this._watchdog = new ConnectWatchdog({
+      session: this._session,
+      kernel: () => this._context.session?.kernel ?? null,
+      isCurrent: gen => !this._isDisposed && gen === this._generation,
+      retry: () => void this.connect(),
+      timeoutMs: options.connectTimeoutMs ?? KernelBridge.CONNECT_TIMEOUT_MS,
+      maxRetries: KernelBridge.MAX_RETRIES
     });
     this._getSettings = options.getSettings ?? (() => null);
-    this._connectTimeoutMs =
-      options.connectTimeoutMs ?? KernelBridge.CONNECT_TIMEOUT_MS;
     this._context.kernelChanged.connect(this._onKernelChanged, this);
     this._context.statusChanged.connect(this._onContextStatus, this);
     this._session.helloReceived.connect(this._onHello, this);
     this._session.statusChanged.connect(this._onSessionStatus, this);
     this._session.setReconnectHandler(() => {
-      this._retries = 0;
+      this._watchdog.resetRetries();
       void this.connect();
     });
     this._watchKernel(this._context.session?.kernel ?? null);
@@ -92,7 +102,7 @@ export class KernelBridge implements IDisposable {
       'connecting',
       'Loading the vramscope bridge in the kernel…'
     );
-    this._armWatchdog(gen);
+    this._watchdog.arm(gen);
     const stale = () => gen !== this._generation || this._isDisposed;
     try {
       const language = await kernelLanguage(kernel);
@@ -100,7 +110,7 @@ export class KernelBridge implements IDisposable {
         return;
       }
       if (language !== null && !/^python/i.test(language)) {
-        this._clearWatchdog();
+        this._watchdog.clear();
         this._session.setStatus(
           'unsupported-kernel',
           `vramscope needs a Python kernel (this one is ${language})`
@@ -116,7 +126,7 @@ export class KernelBridge implements IDisposable {
       }
       const failure = bootstrapFailure(reply);
       if (failure) {
-        this._clearWatchdog();
+        this._watchdog.clear();
         this._session.setStatus(failure.status, failure.message);
         return;
       }
@@ -128,7 +138,7 @@ export class KernelBridge implements IDisposable {
         if (isKernelGoing(kernel)) {
           return;
         }
-        this._clearWatchdog();
+        this._watchdog.clear();
         this._session.setStatus(
           'error',
           `Could not connect to the kernel: ${String(e)}`
@@ -165,7 +175,7 @@ export class KernelBridge implements IDisposable {
       return;
     }
     this._isDisposed = true;
-    clearTimeout(this._backfillTimer);
+    this._backfill.dispose();
     this._newGeneration();
     this._watchKernel(null);
     this._context.kernelChanged.disconnect(this._onKernelChanged, this);
@@ -182,49 +192,9 @@ export class KernelBridge implements IDisposable {
    */
   private _newGeneration(graceful = true): number {
     this._generation++;
-    this._clearWatchdog();
+    this._watchdog.clear();
     this._closeComms(graceful);
     return this._generation;
-  }
-
-  /**
-   * If this generation is still `connecting` after a while (no bootstrap reply, a `hello`
-   * that never came), try again a few times, then report an error.
-   */
-  private _armWatchdog(gen: number): void {
-    this._clearWatchdog();
-    this._watchdog = setTimeout(() => {
-      this._watchdog = undefined;
-      if (
-        this._isDisposed ||
-        gen !== this._generation ||
-        this._session.status !== 'connecting'
-      ) {
-        return;
-      }
-      const kernel = this._context.session?.kernel ?? null;
-      if (kernel && kernel.status === 'busy') {
-        // The bootstrap waits behind running cells: keep waiting.
-        this._armWatchdog(gen);
-        return;
-      }
-      if (this._retries < KernelBridge.MAX_RETRIES) {
-        this._retries++;
-        void this.connect();
-      } else {
-        this._session.setStatus(
-          'error',
-          'The vramscope bridge did not answer. Reconnect to try again.'
-        );
-      }
-    }, this._connectTimeoutMs);
-  }
-
-  private _clearWatchdog(): void {
-    if (this._watchdog !== undefined) {
-      clearTimeout(this._watchdog);
-      this._watchdog = undefined;
-    }
   }
 
   private _openComms(kernel: Kernel.IKernelConnection, gen: number): void {
@@ -236,7 +206,7 @@ export class KernelBridge implements IDisposable {
   /** The kernel closed a comm of the current generation. */
   private _onCommClosed(): void {
     this._closeComms();
-    this._clearWatchdog();
+    this._watchdog.clear();
     const status = this._session.status;
     if (status === 'protocol-mismatch' || status === 'restarting') {
       return;
@@ -254,60 +224,19 @@ export class KernelBridge implements IDisposable {
   }
 
   private _onHello(_: MemorySession, msg: IHelloMessage): void {
-    this._clearWatchdog();
-    this._retries = 0;
+    this._watchdog.clear();
+    this._watchdog.resetRetries();
     void this.pushSettings();
-    this._backfillPending = true;
-    this._maybeBackfill();
+    this._backfill.helloReceived();
   }
 
-  /**
-   * Fetch the samples the kernel kept (`get_samples`) once the kernel has been quiet for a
-   * moment: idle, and no execute request sent on this connection still unanswered. While a
-   * cell runs, ipykernel serves comm requests on another thread, and that work (ipykernel's
-   * own included, ~200 KB measured the first time) shows in the running cell's CPU memory
-   * figures. "Run All" queues every cell at once and goes idle for an instant between them,
-   * and the idle status of the last cell can arrive before the busy of a cell just sent:
-   * hence both conditions and the quiet period.
-   */
-  private _maybeBackfill(): void {
-    if (this._backfillTimer) {
-      clearTimeout(this._backfillTimer);
-      this._backfillTimer = 0;
-    }
-    if (!this._backfillPending || !this._kernelQuiet()) {
-      return;
-    }
-    this._backfillTimer = window.setTimeout(() => {
-      this._backfillTimer = 0;
-      if (
-        this._backfillPending &&
-        !this._isDisposed &&
-        this._kernelQuiet() &&
-        this._session.status === 'connected'
-      ) {
-        this._backfillPending = false;
-        void this._session.backfillSamples();
-      }
-    }, KernelBridge.BACKFILL_QUIET_MS);
-  }
-
-  /** The kernel is idle and has no execute request of this connection left to answer. */
-  private _kernelQuiet(): boolean {
-    if (this._watched?.status !== 'idle') {
-      return false;
-    }
-    this._executes.dropLost();
-    return this._executes.size === 0;
-  }
-
-  /** Follow this connection's execute requests (see `_maybeBackfill`). */
+  /** Follow this connection's execute requests (see `QuietBackfill`). */
   private _onAnyMessage(
     kernel: Kernel.IKernelConnection,
     args: Kernel.IAnyMessageArgs
   ): void {
     if (kernel === this._watched) {
-      this._executes.handle(args);
+      this._backfill.handle(args);
     }
   }
 
@@ -332,7 +261,7 @@ export class KernelBridge implements IDisposable {
       this._watched.anyMessage.disconnect(this._onAnyMessage, this);
     }
     this._watched = kernel;
-    this._executes.forget();
+    this._backfill.forget();
     if (kernel) {
       this._hadKernel = true;
       kernel.statusChanged.connect(this._onKernelStatus, this);
@@ -391,7 +320,7 @@ export class KernelBridge implements IDisposable {
       this._onRestart();
     } else if (status === 'dead') {
       this._newGeneration(false);
-      this._executes.forget();
+      this._backfill.forget();
       this._awaitingKernel = true;
       this._session.setStatus(
         'error',
@@ -404,7 +333,7 @@ export class KernelBridge implements IDisposable {
       // A status message from the (new) kernel process: its iopub reaches us.
       this._reconnectWhenReady();
     } else {
-      this._maybeBackfill(); // idle: (re)start the quiet period; busy: cancel it
+      this._backfill.check(); // idle: (re)start the quiet period; busy: cancel it
     }
   }
 
@@ -420,7 +349,7 @@ export class KernelBridge implements IDisposable {
       return; // already handled (the context and the kernel both say so)
     }
     this._newGeneration(false);
-    this._executes.forget(); // the restarted kernel answers none of them
+    this._backfill.forget(); // the restarted kernel answers none of them
     this._awaitingKernel = true;
     this._session.markRestart();
     this._session.setStatus(
@@ -459,7 +388,6 @@ export class KernelBridge implements IDisposable {
   private _context: ISessionContext;
   private _session: MemorySession;
   private _getSettings: () => Partial<ISettings> | null;
-  private _connectTimeoutMs: number;
   private _comms = new BridgeComms({
     onMessage: data => this._session.handleMessage(data),
     onClosed: () => this._onCommClosed()
@@ -469,12 +397,8 @@ export class KernelBridge implements IDisposable {
   private _awaitingKernel = false;
   private _hadKernel = false;
   private _isDisposed = false;
-  private _backfillPending = false;
-  private _backfillTimer = 0;
-  /** This connection's execute requests not answered yet. */
-  private _executes: ExecuteTracker;
-  private _retries = 0;
-  private _watchdog: ReturnType<typeof setTimeout> | undefined = undefined;
+  private _backfill: QuietBackfill;
+  private _watchdog: ConnectWatchdog;
 }
 
 export namespace KernelBridge {

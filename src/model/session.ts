@@ -2,8 +2,10 @@
  * `MemorySession`: the memory state of one notebook (no DOM, no kernel objects).
  *
  * The connection (`KernelBridge`) feeds it raw comm payloads through `handleMessage` and gives
- * it a transport for requests; the session validates, keeps history across kernel restarts
- * (each entry carries the epoch it ran in), and emits signals the views render from.
+ * it a transport for requests; its `KernelTraffic` (./traffic.ts) validates them, settles the
+ * requests and hands the rest here. The session keeps the state, history across kernel
+ * restarts included (each entry carries the epoch it ran in), and emits the signals the views
+ * render from.
  */
 import { ISignal, Signal } from '@lumino/signaling';
 
@@ -26,13 +28,11 @@ import {
   IMemorySession,
   IRunningCell
 } from '../tokens';
-import { validateKernelMessage } from '../validate';
 import { freshSamples, mergeSamples } from './backfill';
 import { CellHistory } from './history';
 import { withLayers } from './insightlayers';
-import { protocolMismatch } from './kernel';
-import { RequestChannel, RequestError } from './requests';
 import { RingBuffer } from './ringbuffer';
+import { KernelTraffic, StateMessage } from './traffic';
 import { WarningList } from './warnings';
 
 export { RequestError } from './requests';
@@ -42,8 +42,20 @@ export class MemorySession implements IMemorySession {
   constructor(options: MemorySession.IOptions) {
     this._path = options.path;
     this._samples = new RingBuffer<ISample>(options.sampleCapacity ?? 288000);
-    this._requests = new RequestChannel({
-      timeoutMs: options.requestTimeoutMs ?? 10000
+    this._traffic = new KernelTraffic({
+      timeoutMs: options.requestTimeoutMs ?? 10000,
+      sink: {
+        status: () => this._status,
+        setStatus: (status, message) => this.setStatus(status, message),
+        addWarning: message => this.addWarning(message),
+        hello: msg => this._onHello(msg),
+        apply: msg => this._apply(msg),
+        settingsApplied: settings => {
+          this._settings = settings;
+          this._changed.emit();
+        },
+        received: msg => this._messageReceived.emit(msg)
+      }
     });
     this._history = new CellHistory(options.maxCells ?? 5000);
     this._revealHandler = options.revealCell ?? null;
@@ -157,7 +169,7 @@ export class MemorySession implements IMemorySession {
    * disconnected (pending requests are then rejected).
    */
   setTransport(send: ((message: IRequestMessage) => void) | null): void {
-    this._requests.setTransport(send);
+    this._traffic.setTransport(send);
   }
 
   /** Set by the connection: what `reconnect()` does. */
@@ -174,26 +186,7 @@ export class MemorySession implements IMemorySession {
    * invalid (then a warning is added). Never throws.
    */
   handleMessage(raw: unknown): KernelMessage | null {
-    if (this._isDisposed) {
-      return null;
-    }
-    const msg = validateKernelMessage(raw);
-    if (typeof msg === 'string') {
-      this.addWarning(`Dropped an invalid message from the kernel: ${msg}`);
-      console.warn('vramscope: dropped an invalid kernel message:', msg, raw);
-      if (this._status === 'connected') {
-        this._requests.reportInvalid(msg);
-      }
-      return null;
-    }
-    try {
-      this._dispatch(msg);
-      this._messageReceived.emit(msg);
-    } catch (e) {
-      // A listener failing must not break the comm handler.
-      console.error('vramscope: error while handling a kernel message', e);
-    }
-    return msg;
+    return this._isDisposed ? null : this._traffic.receive(raw);
   }
 
   /**
@@ -206,7 +199,7 @@ export class MemorySession implements IMemorySession {
     this._restarts.push(time ?? this._now());
     this._epochSessionId = null;
     this._kernel = null;
-    this._requests.rejectAll('restarted', 'the kernel restarted');
+    this._traffic.rejectAll('restarted', 'the kernel restarted');
     this._changed.emit();
   }
 
@@ -263,7 +256,7 @@ export class MemorySession implements IMemorySession {
     this._restarts = [];
     this._samples.clear();
     this._changed.emit();
-    if (this._requests.isOpen && this._status === 'connected') {
+    if (this._traffic.isOpen && this._status === 'connected') {
       try {
         await this.request('clear_history', {});
       } catch (e) {
@@ -278,7 +271,7 @@ export class MemorySession implements IMemorySession {
     method: M,
     params: IRequestMap[M]['params']
   ): Promise<IRequestMap[M]['result']> {
-    return this._requests.request(method, params, this._status);
+    return this._traffic.request(method, params);
   }
 
   revealCell(cellId: string): void {
@@ -295,17 +288,15 @@ export class MemorySession implements IMemorySession {
       return;
     }
     this._isDisposed = true;
-    this._requests.dispose();
+    this._traffic.dispose();
     this._revealHandler = null;
     this._reconnectHandler = null;
     Signal.clearData(this);
   }
 
-  private _dispatch(msg: KernelMessage): void {
+  /** Apply a message that changes the state (traffic took the hello, replies and errors). */
+  private _apply(msg: StateMessage): void {
     switch (msg.type) {
-      case 'hello':
-        this._onHello(msg);
-        break;
       case 'cell':
       case 'cells':
         this._setDevices(msg.devices);
@@ -332,42 +323,11 @@ export class MemorySession implements IMemorySession {
       case 'notice':
         this.addWarning(msg.message);
         break;
-      case 'error': {
-        const pending = msg.in_reply_to
-          ? this._requests.pendingMethod(msg.in_reply_to)
-          : undefined;
-        if (pending && msg.in_reply_to) {
-          this._requests.settle(
-            msg.in_reply_to,
-            new RequestError(msg.message, msg.code)
-          );
-        } else if (msg.code === 'protocol_mismatch') {
-          this.setStatus('protocol-mismatch', msg.message);
-        } else {
-          this.addWarning(`Kernel bridge error (${msg.code}): ${msg.message}`);
-        }
-        break;
-      }
-      case 'reply': {
-        const method = this._requests.pendingMethod(msg.id);
-        this._requests.settle(msg.id, null, msg.result);
-        const settings = (msg.result as { settings?: ISettings } | null)
-          ?.settings;
-        if (method === 'set_settings' && settings instanceof Object) {
-          this._settings = settings;
-          this._changed.emit();
-        }
-        break;
-      }
     }
   }
 
+  /** A `hello` that speaks our protocol (traffic checked the version). */
   private _onHello(msg: IHelloMessage): void {
-    const mismatch = protocolMismatch(msg);
-    if (mismatch) {
-      this.setStatus('protocol-mismatch', mismatch);
-      return;
-    }
     // A new kernel process that we did not see restarting (e.g. restarted elsewhere).
     if (
       this._epochSessionId !== null &&
@@ -412,18 +372,9 @@ export class MemorySession implements IMemorySession {
     // from the newest sample held when the kernel greeted us: live samples that arrived
     // since (the request waits for an idle kernel) must not hide the older ones it kept
     const last = this._helloBoundary;
-    let samples: unknown;
-    try {
-      const result = await this.request(
-        'get_samples',
-        last === null ? {} : { since: last }
-      );
-      samples = result?.samples;
-    } catch {
+    const samples = await this._traffic.keptSamples(last);
+    if (samples === null || this._isDisposed) {
       return; // an older bridge, or disconnected meanwhile: nothing to add
-    }
-    if (!Array.isArray(samples) || this._isDisposed) {
-      return;
     }
     const fresh = freshSamples(this._samples, samples, last);
     if (typeof fresh === 'string') {
@@ -466,7 +417,7 @@ export class MemorySession implements IMemorySession {
   private _sessionId: string | null = null;
   private _bridgeVersion: string | null = null;
   private _helloBoundary: number | null = null;
-  private _requests: RequestChannel;
+  private _traffic: KernelTraffic;
   private _revealHandler: ((cellId: string) => void) | null;
   private _reconnectHandler: (() => void) | null = null;
   private _now: () => number;
