@@ -22,7 +22,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any, Callable, Optional
 
-from .insight_link import TorchImportWatch
+from .torch_import import TorchImportWatch
 
 NOT_MEASURED_CPU = "torch was imported before vramscope"
 NOT_MEASURED_THREAD = "torch's import was not seen completing on the kernel's main thread"

@@ -65,21 +65,33 @@ def _rss() -> int:
 
 
 class _Claims:
-    """Storage -> category, first claim wins; sums bytes per (device, category)."""
+    """Storage -> category, first claim wins; sums bytes per (device, category).
 
-    def __init__(self) -> None:
+    ``base``: claims made before, read but never changed (the cached claims of the models,
+    see :func:`claim_models`): a storage it has is not claimed again."""
+
+    def __init__(self, base: Optional[_Claims] = None) -> None:
+        self.base = base
         self.seen: set[StorageKey] = set()
         self.sums: dict[str, dict[str, int]] = {}
+        if base is not None:
+            self.sums = {dev: dict(parts) for dev, parts in base.sums.items()}
+        #: module and optimizer tensors looked at (what building these claims cost)
+        self.tensors = 0
+
+    def has(self, key: StorageKey) -> bool:
+        return key in self.seen or (self.base is not None and self.base.has(key))
 
     def add(self, category: str, tensors: Iterable[Any]) -> None:
         for t in tensors:
             if isinstance(t, torch.Tensor):
+                self.tensors += 1
                 info = storage_info(t)
                 if info is not None:
                     self.add_key(category, info[0], info[1])
 
     def add_key(self, category: str, key: StorageKey, nbytes: int) -> None:
-        if key in self.seen:
+        if self.has(key):
             return
         self.seen.add(key)
         per_dev = self.sums.setdefault(key[0], dict.fromkeys(CATEGORIES, 0))
@@ -131,6 +143,15 @@ def compute_breakdown(
     total_fn: Optional[TotalFn] = None,
 ) -> dict[str, dict[str, Any]]:
     """The protocol's ``breakdown`` map ``{device id: Breakdown}``."""
+    return finish_breakdown(claim_models(modules, optimizers), activations, total_fn)
+
+
+def claim_models(
+    modules: Iterable[torch.nn.Module], optimizers: Iterable[torch.optim.Optimizer]
+) -> _Claims:
+    """The parameters', gradients' and optimizer state's claims: the part of a breakdown
+    that walks the models (its cost grows with them). Holds storage keys only, so it can be
+    kept and finished again later (:func:`finish_breakdown`) while the models are unchanged."""
     modules = list(modules)
     optimizers = list(optimizers)
     params: list[torch.Tensor] = []
@@ -143,10 +164,19 @@ def compute_breakdown(
     claims.add("gradients", _grads(params))
     for opt in optimizers:
         claims.add("optimizer_state", optimizer_state_tensors(opt))
+    return claims
+
+
+def finish_breakdown(
+    models: _Claims, activations: dict[StorageKey, int], total_fn: Optional[TotalFn] = None
+) -> dict[str, dict[str, Any]]:
+    """The breakdown from the models' claims (left unchanged), the live activations, the
+    namespace's unclaimed tensors and each device's measured total."""
+    claims = _Claims(base=models)
     for key, nbytes in activations.items():
         claims.add_key("activations", key, nbytes)
-    unowned = _Claims()  # what is left: the namespace's tensors claimed by no category
-    unowned.seen = claims.seen
+    unowned = _Claims(base=claims)  # what is left: the namespace's tensors claimed by no category
+    unowned.sums = {}
     unowned.add("activations", namespace_tensors())
 
     devices = set(claims.sums) | {"cpu"} | _initialized_cuda_devices()

@@ -27,11 +27,11 @@ from ._torchutil import (
     storage_keys,
 )
 from .activations import ActivationTracker, LayerStat
-from .breakdown import TotalFn, compute_breakdown
+from .breakdown import TotalFn, claim_models, finish_breakdown
 from .holder_scan import ScanState, scan_holders
 from .holders import ScanLimits, user_items
+from .reuse import OTHER, Kept, memory_moved, peaks_reset, totals, world_key
 
-OTHER = "<other>"
 SNAPSHOT_BUDGET_MS = 2000.0
 #: A holders scan continued in this many slices (~2 s at the default 20 ms) gives up.
 MAX_SCAN_SLICES = 100
@@ -68,6 +68,9 @@ class InsightEngine:
         self._watched_ref: Optional[weakref.ReferenceType[torch.nn.Module]] = None
         self.last_insight: dict[str, Any] = dict(empty_insight())
         self._scan: Optional[ScanState] = None  # an after-cell holders scan to continue
+        #: the parts of the last after-cell insight that walked the models (reuse.py)
+        self._kept: Optional[Kept] = None
+        self._peaks_reset: Optional[tuple[Any, int]] = None  # tracker (epoch, bytes) then
 
     # -- public API --------------------------------------------------------------------
 
@@ -107,13 +110,13 @@ class InsightEngine:
         """The Insight after a cell; resets the stack and the per-layer peaks. A holders
         scan over ``budget_ms`` is marked ``partial``: :meth:`continue_scan` goes on."""
         try:
-            self._scan = None
-            insight = self._insight(None, budget_ms, resumable=True)
+            insight = self._insight(None, budget_ms, resumable=True, after_cell=True)
             self._tracker.reset_stack()
-            self._tracker.reset_peaks()
+            self._reset_peaks()
             self.last_insight = insight
             return insight
         except Exception as exc:
+            self._scan = self._kept = None
             return dict(empty_insight(f"insight failed: {type(exc).__name__}: {exc}"))
 
     def continue_scan(self, budget_ms: float = 20.0) -> Optional[dict[str, Any]]:
@@ -126,7 +129,7 @@ class InsightEngine:
             self.last_insight = insight
             return insight
         except Exception as exc:
-            self._scan = None
+            self._scan = self._kept = None
             return dict(empty_insight(f"insight failed: {type(exc).__name__}: {exc}"))
 
     @property
@@ -166,51 +169,66 @@ class InsightEngine:
         return None
 
     def _insight(
-        self, model_override: Optional[str], budget_ms: float, resumable: bool = False
+        self,
+        model_override: Optional[str],
+        budget_ms: float,
+        resumable: bool = False,
+        after_cell: bool = False,
     ) -> dict[str, Any]:
         with storage_cache():
-            return self._insight_cached(model_override, budget_ms, resumable)
+            return self._insight_cached(model_override, budget_ms, resumable, after_cell)
 
     def _insight_cached(
-        self, model_override: Optional[str], budget_ms: float, resumable: bool
+        self, model_override: Optional[str], budget_ms: float, resumable: bool, after_cell: bool
     ) -> dict[str, Any]:
+        """An insight; ``resumable``: an after-cell one (its holders scan may stop at the
+        budget and go on later), ``after_cell``: a cell ended (else a scan continues). Both
+        reuse the kept parts while nothing they depend on changed (reuse.py)."""
         start = time.perf_counter()
-        if resumable and self._scan is not None:  # a holder too large for one slice
-            budget_ms *= 2 ** min(self._scan.stalled, 10)
-        deadline = start + budget_ms / 1000.0
-        items = user_items(self._ns(), self._hidden())
+        ns = self._ns()
+        items = user_items(ns, self._hidden())
         modules = [(n, v) for n, v in items if isinstance(v, torch.nn.Module)]
         optimizers = [v for _, v in items if isinstance(v, torch.optim.Optimizer)]
-        name, model = self._choose(modules, model_override)
-        all_modules = [m for _, m in modules]
-        if model is not None and not any(m is model for m in all_modules):
-            all_modules.append(model)
+        live = self._tracker.live_storages()
+        kept = None
+        if resumable:
+            key = world_key(items, optimizers, ns, self._shell, self._tracker, self._choice())
+            kept = self._reusable(key, after_cell)
+        breakdown = None
+        if kept is not None:
+            breakdown = finish_breakdown(kept.claims, live, self._total_fn)
+            if after_cell and memory_moved(totals(breakdown), kept.totals):
+                kept = None
+        if kept is None:
+            if after_cell:
+                self._scan = None  # a holders scan goes on only over unchanged models
+            kept = self._compute(modules, optimizers, model_override, key if resumable else ())
+            breakdown = finish_breakdown(kept.claims, live, self._total_fn)
+            kept.totals = totals(breakdown)
+        assert breakdown is not None
+        if resumable:
+            self._kept = kept
 
-        excluded: set[StorageKey] = set()
-        for m in all_modules:
-            excluded |= storage_keys(module_tensors(m))
-        for opt in optimizers:
-            excluded |= storage_keys(optimizer_params(opt))
-        self._tracker.set_excluded(excluded)
-
-        models = _model_infos(modules, name, model)
-        layers = self._layers(model)
-        breakdown = compute_breakdown(
-            all_modules, optimizers, self._tracker.live_storages(), self._total_fn
-        )
-        holders, stopped = scan_holders(
-            self._ns(),
-            self._shell,
-            deadline,
-            self._limits,
-            excluded,
-            items=items,
-            checkpoint_frames=list(self._tracker.checkpoint_frames),
-            state=self._scan if resumable else None,
-        )
+        if resumable and self._scan is None and kept.holders is not None:
+            holders, stopped = kept.holders, None  # the scan over these models completed
+        else:
+            if resumable and self._scan is not None:  # a holder too large for one slice
+                budget_ms *= 2 ** min(self._scan.stalled, 10)
+            holders, stopped = scan_holders(
+                ns,
+                self._shell,
+                start + budget_ms / 1000.0,
+                self._limits,
+                kept.excluded,
+                items=items,
+                checkpoint_frames=list(self._tracker.checkpoint_frames),
+                state=self._scan if resumable else None,
+            )
         skipped = None
         if resumable:
             self._scan = stopped
+            if stopped is None:
+                kept.holders = holders
         if stopped is not None and (not resumable or stopped.slices >= MAX_SCAN_SLICES):
             self._scan = None
             skipped = (
@@ -219,9 +237,9 @@ class InsightEngine:
                 + (f" x {stopped.slices} slices" if stopped.slices > 1 else "")
             )
         insight: dict[str, Any] = {
-            "model": name,
-            "models": models,
-            "layers": layers,
+            "model": kept.name,
+            "models": kept.models,
+            "layers": kept.layers,
             "breakdown": breakdown,
             "holders": holders,
             "scan_ms": round((time.perf_counter() - start) * 1000.0, 3),
@@ -233,6 +251,56 @@ class InsightEngine:
         if stopped is not None:
             insight["partial"] = True
         return insight
+
+    def _choice(self) -> tuple[Any, ...]:
+        watched = self._watched_ref() if self._watched_ref is not None else None
+        return self._watched_name, id(watched) if watched is not None else None
+
+    def _reusable(self, key: tuple[Any, ...], after_cell: bool) -> Optional[Kept]:
+        """The kept parts, if nothing they depend on changed (the memory check follows)."""
+        kept = self._kept
+        if kept is None or kept.key != key:
+            return None
+        if after_cell and kept.small:
+            return None  # walking small models costs less than deciding not to
+        if kept.model is not None and kept.model() is None:
+            return None
+        return kept
+
+    def _compute(
+        self,
+        modules: list[tuple[str, torch.nn.Module]],
+        optimizers: list[torch.optim.Optimizer],
+        model_override: Optional[str],
+        key: tuple[Any, ...],
+    ) -> Kept:
+        """The parts of an insight that walk the models."""
+        name, model = self._choose(modules, model_override)
+        all_modules = [m for _, m in modules]
+        if model is not None and not any(m is model for m in all_modules):
+            all_modules.append(model)
+        excluded: set[StorageKey] = set()
+        for m in all_modules:
+            excluded |= storage_keys(module_tensors(m))
+        for opt in optimizers:
+            excluded |= storage_keys(optimizer_params(opt))
+        self._tracker.set_excluded(excluded)
+        models = _model_infos(modules, name, model)
+        layers = self._layers(model)
+        claims = claim_models(all_modules, optimizers)
+        ref = weakref.ref(model) if model is not None else None
+        return Kept(key, name, ref, models, layers, claims, excluded, claims.tensors)
+
+    def _reset_peaks(self) -> None:
+        """The per-layer peaks start again from the live figures (skipped when no forward
+        was measured and nothing was freed since the last time: they are equal already)."""
+        tracker = self._tracker
+        now = (getattr(tracker, "_epoch", None), tracker.total_bytes())
+        if now[0] is None or now != self._peaks_reset:
+            tracker.reset_peaks()
+            if self._kept is not None:  # the rows the next cell shows, unless it runs a model
+                self._kept.layers = peaks_reset(self._kept.layers)
+        self._peaks_reset = now
 
     def _choose(
         self, modules: list[tuple[str, torch.nn.Module]], override: Optional[str]

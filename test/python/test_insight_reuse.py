@@ -1,0 +1,220 @@
+"""After-cell insight costs in proportion to what the cell ran (issue 19): a cell that ran no
+model walks no model; what changes a model without a forward is still seen; the figures are
+those of a full walk."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from torch import nn  # noqa: E402
+
+from vramscope.insight import InsightEngine, reuse  # noqa: E402
+
+PACKAGE = Path(__file__).resolve().parents[2] / "python_bridge" / "vramscope"
+MIB = 1 << 20
+
+
+class Walks:
+    """Counts calls of the module-tree walks (``modules``, ``named_modules``, ...)."""
+
+    NAMES = ("modules", "named_modules", "parameters", "named_parameters", "buffers")
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.calls = 0
+        for name in self.NAMES:
+            original = getattr(nn.Module, name)
+            monkeypatch.setattr(nn.Module, name, self._counting(original))
+
+    def _counting(self, original: Any) -> Any:
+        def walk(module: nn.Module, *args: Any, **kwargs: Any) -> Any:
+            self.calls += 1
+            return original(module, *args, **kwargs)
+
+        return walk
+
+
+class Reading:
+    """A device reading the test sets: the CPU total the gate compares."""
+
+    def __init__(self) -> None:
+        self.used = 100 * MIB
+
+    def __call__(self, dev: str) -> dict[str, int] | None:
+        return {"used": self.used} if dev == "cpu" else None
+
+
+@pytest.fixture
+def reading() -> Reading:
+    return Reading()
+
+
+@pytest.fixture
+def ns() -> dict[str, Any]:
+    torch.manual_seed(0)
+    model = nn.Sequential(*[nn.Linear(64, 64) for _ in range(80)])  # 160 parameters
+    return {"model": model, "opt": torch.optim.Adam(model.parameters()), "x": torch.randn(4, 64)}
+
+
+@pytest.fixture
+def engine(ns: dict[str, Any], reading: Reading) -> Iterator[InsightEngine]:
+    eng = InsightEngine(namespace=ns, total_fn=reading, min_holder_bytes=1024)
+    eng.install()
+    yield eng
+    eng.uninstall()
+
+
+def cell(engine: InsightEngine, code: Any = None) -> dict[str, Any]:
+    engine.begin_cell()
+    if code is not None:
+        code()
+    return engine.after_cell(1000.0)
+
+
+def train(ns: dict[str, Any]) -> None:
+    ns["model"](ns["x"]).square().mean().backward()
+    ns["opt"].step()
+
+
+def figures(insight: dict[str, Any]) -> dict[str, Any]:
+    """What must not differ between a reused and a walked insight (the measured total and
+    what follows from it aside)."""
+    cpu = dict(insight["breakdown"]["cpu"])
+    for key in ("total_bytes", "other", "other_tensors", "runtime_bytes", "clamped_bytes"):
+        cpu.pop(key, None)
+    return {
+        "model": insight["model"],
+        "models": insight["models"],
+        "layers": insight["layers"],
+        "cpu": cpu,
+        "holders": insight["holders"],
+    }
+
+
+def test_a_cell_that_ran_no_model_walks_none(
+    engine: InsightEngine, ns: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    trained = cell(engine, lambda: train(ns))
+    assert trained["breakdown"]["cpu"]["gradients"] > 0
+    walks = Walks(monkeypatch)
+    for _ in range(5):
+        insight = cell(engine)
+    assert walks.calls == 0  # the previous code walked every model after every cell
+    assert figures(insight)["cpu"] == figures(trained)["cpu"]
+    assert figures(insight) == figures(engine.snapshot(None))  # a full walk agrees
+
+
+def test_a_forward_walks_again_and_the_figures_follow(
+    engine: InsightEngine, ns: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cell(engine, lambda: train(ns))
+    walks = Walks(monkeypatch)
+    kept: list[Any] = []
+    insight = cell(engine, lambda: kept.append(ns["model"](ns["x"]).sum()))
+    assert walks.calls > 0
+    assert sum(row["saved_bytes"] for row in insight["layers"]) > 0
+    kept.clear()  # the graph goes: the live activations with it
+    insight = cell(engine)
+    assert sum(row["saved_bytes"] for row in insight["layers"]) == 0
+    assert sum(row["peak_saved_bytes"] for row in insight["layers"]) > 0  # the cell's peak
+    walks.calls = 0
+    again = cell(engine)  # peaks start again from the live figures, without a walk
+    assert walks.calls == 0
+    assert sum(row["peak_saved_bytes"] for row in again["layers"]) == 0
+    assert figures(again) == figures(engine.snapshot(None))
+
+
+def test_changes_without_a_forward_are_seen(
+    engine: InsightEngine, ns: dict[str, Any], reading: Reading
+) -> None:
+    cell(engine, lambda: train(ns))
+    # zero_grad frees the gradients: the total moves by their bytes, past the gate
+    grads = cell(engine)["breakdown"]["cpu"]["gradients"]
+    assert grads > MIB
+    ns["model"].zero_grad(set_to_none=True)
+    reading.used -= grads
+    assert cell(engine)["breakdown"]["cpu"]["gradients"] == 0
+    # a name bound to another object
+    ns["small"] = nn.Linear(4, 4)
+    names = [m["name"] for m in cell(engine)["models"]]
+    assert names == ["model", "small"]
+    # a new name that holds a tensor is a holder at once
+    ns["big"] = torch.zeros(MIB // 4)
+    assert "big" in [h["name"] for h in cell(engine)["holders"]]
+    # the reported model chosen by the user
+    engine.watch("small")
+    assert cell(engine)["model"] == "small"
+
+
+def test_below_the_gate_the_walk_waits_for_a_reason(
+    engine: InsightEngine, ns: dict[str, Any], reading: Reading
+) -> None:
+    cell(engine, lambda: train(ns))
+    before = cell(engine)["breakdown"]["cpu"]["gradients"]
+    ns["model"].zero_grad(set_to_none=True)
+    reading.used += reuse.GATES["cpu"]  # not past it: the kept figures stay
+    assert cell(engine)["breakdown"]["cpu"]["gradients"] == before
+    reading.used += 1  # past it
+    assert cell(engine)["breakdown"]["cpu"]["gradients"] == 0
+
+
+def test_small_models_are_walked_after_every_cell(
+    reading: Reading, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 2))
+    ns: dict[str, Any] = {"model": model}
+    engine = InsightEngine(namespace=ns, total_fn=reading)
+    engine.install()
+    try:
+        cell(engine, lambda: model(torch.randn(2, 8)).sum().backward())
+        model.zero_grad(set_to_none=True)  # 336 bytes: far below the gate
+        assert cell(engine)["breakdown"]["cpu"]["gradients"] == 0
+    finally:
+        engine.uninstall()
+
+
+def test_a_continued_holders_scan_walks_no_model(
+    engine: InsightEngine, ns: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cell(engine, lambda: train(ns))
+    ns.update({f"t{i}": torch.zeros(512) for i in range(2000)})
+    engine.begin_cell()
+    first = engine.after_cell(0.001)  # a budget that stops the scan soon
+    assert first.get("partial")
+    walks = Walks(monkeypatch)
+    last = first
+    for _ in range(200):
+        resumed = engine.continue_scan(0.5)
+        if resumed is None:
+            break
+        last = resumed
+    assert walks.calls <= 1  # the module holder itself, once (holders.walk), not per slice
+    assert not last.get("partial")
+    assert figures(last) == figures(engine.snapshot(None))
+
+
+def imports(module: str) -> set[str]:
+    """The vramscope modules a module of the package imports (relative imports resolved)."""
+    path = PACKAGE / (module.replace(".", "/") + ".py")
+    package = module.split(".")[:-1]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            base = package[: len(package) - (node.level - 1)]
+            found.add(".".join([*base, *([node.module] if node.module else [])]))
+    return found
+
+
+def test_the_baseline_and_the_import_watch_do_not_import_insight_link() -> None:
+    """insight_link -> insight -> torch_baseline -> torch_import, one way."""
+    assert "insight_link" not in imports("torch_baseline")
+    assert imports("torch_baseline") >= {"torch_import"}
+    assert not {"insight_link", "insight", "torch_baseline"} & imports("torch_import")
+    assert "torch_baseline" in imports("insight.breakdown")
+    assert "torch_import" in imports("insight_link")
