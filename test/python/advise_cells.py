@@ -30,6 +30,7 @@ class Cells:
             lambda: self.last,
             watch=self.engine.watch,
             cell_key=lambda: self.running,
+            follow=self.engine.tracker.follow,
         )
 
     def _source(self, count: int | None) -> str:

@@ -18,9 +18,9 @@ torch.manual_seed(0)
 model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.Tanh(), torch.nn.Linear(64, 8))
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
 """
-# one step saves: Linear 0's input (16x32), the Tanh output (16x64), and square()'s input
-# (the 16x8 output) outside any module; float32
-STEP_BYTES = (16 * 32 + 16 * 64 + 16 * 8) * 4
+# one step's forward saves: Linear 0's input (16x32) and the Tanh output (16x64); float32
+# (square() keeps the 16x8 output too, outside the model's forward: not counted)
+STEP_BYTES = (16 * 32 + 16 * 64) * 4
 TRAIN = """
 for _ in range(3):
     loss = model(torch.randn(16, 32)).square().mean()

@@ -24,6 +24,14 @@ def hooks_in() -> bool:
     return bool(nn_module._global_forward_pre_hooks) and top_hooks(False) is not None
 
 
+class HooksSeen:
+    """Records, from inside each forward of ``module``, whether our hooks were in."""
+
+    def __init__(self, module: nn.Module) -> None:
+        self.seen: list[bool] = []
+        module.register_forward_hook(lambda *_: self.seen.append(hooks_in()))
+
+
 def mlp() -> nn.Module:
     torch.manual_seed(0)
     return nn.Sequential(nn.Linear(32, 64), nn.Tanh(), nn.Linear(64, 8))
@@ -53,21 +61,23 @@ def test_training_loop_measures_the_first_step_then_runs_without_hooks(
     model = mlp()
     engine.ns["model"] = model  # type: ignore[attr-defined]
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    inner = HooksSeen(model[1])
     engine.begin_cell("train", 7)
+    assert not hooks_in()  # nothing is in between forwards, not even at a cell's start
     peaks = []
     for step in range(4):
         loss = model(torch.randn(16, 32)).square().mean()
+        assert not hooks_in()  # out as soon as the model's forward returned
         if step == 0:
-            assert hooks_in()
             peaks.append(engine.tracker.total_bytes())
         else:
-            assert not hooks_in()  # removed from the second call on
             assert engine.tracker.total_bytes() == 0  # not measured
         loss.backward()
         opt.step()
         opt.zero_grad()
-    # square() saves its input (the model output, 16x8 floats) outside any module
-    assert peaks[0] == saved_by_step(16) + 16 * 8 * 4
+    assert inner.seen == [True, False, False, False]  # in during the first forward only
+    # square() saves its input (the model output) outside the model's forward: not counted
+    assert peaks[0] == saved_by_step(16)
     insight = engine.after_cell(1000)
     assert insight["activations_measured"] == {
         "cell_id": "train",
@@ -78,8 +88,8 @@ def test_training_loop_measures_the_first_step_then_runs_without_hooks(
     assert sum(layer["peak_saved_bytes"] for layer in insight["layers"]) == peaks[0]
     # the next cell measures its first forward again
     engine.begin_cell("again", 8)
-    assert hooks_in()
     out = model(torch.randn(4, 32))
+    assert inner.seen[-1]
     assert engine.tracker.total_bytes() == saved_by_step(4)
     assert engine.after_cell(1000)["activations_measured"]["cell_id"] == "again"
     del out
@@ -176,9 +186,10 @@ def test_kept_graphs_are_all_measured(engine: InsightEngine) -> None:
     measured (``graph_kept``) and the live count equals a graph walk's, to the byte."""
     model = mlp()
     engine.begin_cell("leak", 4)
+    inner = HooksSeen(model[1])
     losses = [model(torch.randn(16, 32)).square().mean() for _ in range(6)]
-    assert hooks_in()
-    per_step = saved_by_step(16) + 16 * 8 * 4  # square() keeps the 16x8 output too
+    assert inner.seen == [True] * 6
+    per_step = saved_by_step(16)  # square() keeps the 16x8 output too: outside, not counted
     assert engine.tracker.total_bytes() == 6 * per_step
     measured = engine.after_cell(1000)["activations_measured"]
     assert measured["reason"] == "graph_kept" and measured["forward_index"] == 6
@@ -187,5 +198,5 @@ def test_kept_graphs_are_all_measured(engine: InsightEngine) -> None:
     del losses
     for _ in range(3):
         model(torch.randn(16, 32)).square().mean().backward()
-    assert not hooks_in()
+    assert inner.seen[6:] == [True, False, False]
     assert engine.after_cell(1000)["activations_measured"]["forward_index"] == 1

@@ -2,45 +2,43 @@
 
 How it works
 ------------
-* Default saved-tensor hooks (the machinery under ``torch.autograd.graph.saved_tensors_hooks``)
-  are pushed ONCE on the installing thread and stay pushed across cells. They are
-  **thread-local**: only forwards run on that thread (the kernel's main thread) are seen;
-  work in other threads (a training thread, an ipykernel subshell) is not counted.
-* The pack hook returns ``t.detach()`` (never ``t`` itself: returning the original tensor
-  creates a grad_fn <-> tensor cycle that leaks every forward). It counts the tensor's storage
-  (``(device, untyped_storage().data_ptr())``) once, however many ops save it, and puts a
-  weakref with a callback on the detached tensor; when autograd frees the saved tensor the
-  callback decrements the count and the bytes leave the live total.
+* A forward is measured only from inside a model's own forward: :class:`.roots.RootWatch`
+  keeps a forward pre-hook and a forward hook on each model (the outermost module), and
+  nothing else is in between measured forwards: no saved-tensor hooks (``torch.func``
+  refuses to run while any are in, and they change autograd's checks), no global module
+  hooks (``torch.compile`` traces and warns about them).
+* A measured forward pushes saved-tensor hooks and global module forward pre/post hooks in
+  the model's pre-hook and removes them in its forward hook (``always_call=True``: also when
+  the forward raises). They are thread-local and main-thread only; a forward is never
+  measured inside a ``torch.func`` transform, a region Dynamo traces, under saved-tensor
+  hooks of the user's own (``save_on_cpu``...) or while saved-tensor hooks are disabled: it
+  is then skipped, and :attr:`ActivationTracker.unmeasured` says why.
+* The pack hook hands autograd a :class:`.saved.Saved` (the tensor as autograd keeps it and
+  its version; unpack raises autograd's own error if it was modified in place). It counts the
+  tensor's storage (``(device, untyped_storage().data_ptr())``) once, however many ops save
+  it, with a weakref callback on the ``Saved``: when autograd frees it, the bytes leave the
+  live total.
 * Storages of parameters/buffers of the modules being run, and leaves that require grad, are
   excluded (``addmm`` saves ``weight.t()``, a view of the parameter).
-* Global module forward pre/post hooks keep a stack of running modules (main thread only); a
-  saved storage is attributed to the innermost running module, or to no module (``None``)
-  when saved outside any module. The post hook is registered with ``always_call=True`` so an
-  exception inside a forward unwinds the stack; :meth:`ActivationTracker.reset_stack` is a
-  backstop called at every cell end.
+* The global module hooks keep a stack of running modules; a saved storage is attributed to
+  the innermost running module.
 
-Measured steps (what keeps a training loop fast)
-------------------------------------------------
-Python hooks on every saved tensor and global module hooks (which put every module call on
-torch's slow path) cost 10-40% of a small model's step. So a forward is *measured* only when
-it tells something new: the first forward of each model ("root" module: called with no
-module running) in a cell, and again when the root's inputs change shape or dtype, the
-autocast policy changes or the grad/train mode changes (see signature.py), or when the
-tensors the previous measured call saved are still alive at the next call (its graph was
-kept: no backward ran, as in ``losses.append(loss)``), so kept graphs are always counted.
-The hooks are armed at every cell start (:meth:`ActivationTracker.new_cell`); when a root is
-called again unchanged they are REMOVED (module hooks unregistered, saved-tensor hooks
-popped) until the next cell or the next change, which a per-root forward pre-hook (one
-Python call per step) watches for. The saved-tensor hooks stay armed from a measured forward
-until the next root call, so the loss computed outside the model is counted with its step.
-Live figures are therefore exact for the measured forwards; tensors saved by unmeasured
-forwards are not counted. :attr:`measured` says which forward was measured last.
+Measured forwards (what keeps a training loop fast)
+---------------------------------------------------
+A forward is *measured* only when it tells something new: the first forward of each model in
+a cell, and again when the model's inputs change shape or dtype, the autocast policy changes
+or the grad/train mode changes (see signature.py), or when the tensors the previous measured
+call saved are still alive at the next call (its graph was kept: no backward ran, as in
+``losses.append(loss)``), so kept graphs are always counted. Other forwards cost one Python
+call (the model's pre-hook). Tensors saved outside the model's forward (the loss computed
+from its output) are not counted. :attr:`measured` says which forward was measured last.
 
 No strong reference to a user tensor or module is kept: only integers, strings and weakrefs.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import weakref
 from dataclasses import dataclass, field
@@ -48,8 +46,9 @@ from typing import Any, Optional
 
 import torch
 
-from . import checkpoints
+from . import checkpoints, saved
 from ._torchutil import StorageKey, device_id, module_tensors, storage_keys
+from .roots import RootWatch
 from .signature import Signature, reason_to_measure, signature
 
 
@@ -104,12 +103,12 @@ class ActivationTracker:
         self._excluded: set[StorageKey] = set()
         self._excluded_roots: set[int] = set()
         self._thread: Optional[int] = None
-        self._handles: list[Any] = []  # the global module hooks, while armed
+        self._handles: list[Any] = []  # the global module hooks, during a measured forward
         self._enabled = False
         self._pushed = False  # our saved-tensor hooks are on the thread's stack
-        self._counting = False  # ... and count (False: they only detach)
-        # per root module (id): its pre-hook handle and the signature last measured
-        self._root_hooks: dict[int, tuple[Any, Any]] = {}
+        self._counting = False  # ... and count (False: they only keep what autograd keeps)
+        self._active: Optional[int] = None  # id() of the model whose forward is measured
+        self._roots = RootWatch(self._root_pre, self._root_post)
         self._signatures: dict[int, Signature] = {}
         self._measured_in_cell: set[int] = set()
         self._cell: tuple[Optional[str], Optional[int]] = (None, None)
@@ -118,6 +117,9 @@ class ActivationTracker:
         self._epoch_live = 0  # live storages first saved since the last measured forward
         #: The last measured forward: ``{cell_id, execution_count, forward_index, reason}``.
         self.measured: Optional[dict[str, Any]] = None
+        #: Why the last forward of a model that was to be measured was not, in this cell
+        #: ("inside a torch.func transform"...); None when none was skipped.
+        self.unmeasured: Optional[str] = None
         #: checkpoint frames seen saving their inputs (what their regions keep alive)
         self.checkpoint_frames: weakref.WeakSet[Any] = weakref.WeakSet()
         self._region: set[int] = set()  # modules running inside a checkpointed region
@@ -132,112 +134,150 @@ class ActivationTracker:
 
     @property
     def armed(self) -> bool:
-        """The hooks are in (the next or current forward is measured)."""
+        """A forward is being measured (the hooks are in)."""
         return bool(self._handles)
 
     def install(self) -> None:
-        """Start tracking on this thread and arm the hooks (idempotent)."""
+        """Start watching models on this thread (idempotent). Nothing is armed until a
+        model's forward is measured."""
         if self._enabled:
             return
         self._enabled = True
         self._thread = threading.get_ident()
-        self._arm()
+        self._roots.install()
+        global _current
+        _current = weakref.ref(self)  # one tracker measures: the last installed
 
     def uninstall(self) -> None:
-        """Remove every hook; pop our saved-tensor hooks if they are on top.
-
-        Must run on the installing thread. If the user pushed hooks of their own above ours
-        and left them there, ours cannot be popped without popping theirs: they are then
-        neutralised (they stop counting and just detach).
-        """
+        """Remove every hook. Must run on the installing thread."""
         self._enabled = False
-        self._disarm()
-        for _ref, handle in self._root_hooks.values():
-            handle.remove()
-        self._root_hooks.clear()
+        self._end()
+        self._roots.uninstall()
         self._signatures.clear()
         self._stack.clear()
+
+    def adopt(self, values: Any) -> None:
+        """Watch the models among ``values`` (the namespace's) not watched yet: models built
+        before the bridge was loaded, and models without children."""
+        with contextlib.suppress(Exception):
+            self._roots.adopt(values)
+
+    def follow(self, module: torch.nn.Module, pre: Any, post: Any) -> Any:
+        """See :meth:`.roots.RootWatch.follow` (the step watch's hooks on its model)."""
+        return self._roots.follow(module, pre, post)
+
+    @property
+    def compiled_models(self) -> int:
+        """Compiled models seen (not measured)."""
+        return len(self._roots.compiled)
 
     def new_cell(
         self, cell_id: Optional[str] = None, execution_count: Optional[int] = None
     ) -> None:
-        """A cell starts: its first forward of each model is measured (hooks armed)."""
+        """A cell starts: its first forward of each model is measured."""
         self._cell = (cell_id, execution_count)
         self._forwards = 0
         self._measured_in_cell.clear()
+        self.unmeasured = None
         self.reset_stack()  # per-cell exclusions: weights swapped in since are re-read
-        if self._enabled and threading.get_ident() == self._thread:
-            self._arm()
+        if self._signatures:
+            alive = self._roots.prune()
+            for mid in [m for m in self._signatures if m not in alive]:
+                del self._signatures[mid]
 
-    def _arm(self) -> None:
-        if not self._handles:
-            from torch.nn.modules import module as nn_module
+    def _begin(self, module: torch.nn.Module) -> bool:
+        """Arm the hooks for ``module``'s forward; False when they cannot be armed."""
+        if torch._C._autograd._top_saved_tensors_default_hooks(False) is not None:
+            return False  # the user's saved_tensors_hooks (save_on_cpu...) rule
+        from torch.nn.modules import module as nn_module
 
-            self._handles = [
-                nn_module.register_module_forward_pre_hook(self._pre_forward),
-                nn_module.register_module_forward_hook(self._post_forward, always_call=True),
-            ]
-        if not self._pushed:
-            if torch._C._autograd._top_saved_tensors_default_hooks(False) is not None:
-                return  # inside the user's saved_tensors_hooks (save_on_cpu...): theirs rule
-            torch._C._autograd._push_saved_tensors_default_hooks(self._pack, _unpack)
-            self._pushed = True
+        torch._C._autograd._push_saved_tensors_default_hooks(self._pack, saved.unpack)
+        self._pushed = True
         self._counting = True
+        self._handles = [
+            nn_module.register_module_forward_pre_hook(self._pre_forward),
+            nn_module.register_module_forward_hook(self._post_forward, always_call=True),
+        ]
+        self._active = id(module)
+        self._enter(module)
+        return True
 
-    def _disarm(self) -> None:
+    def _end(self) -> None:
+        """Disarm: the measured forward returned (or raised), or the cell ended."""
         for handle in self._handles:
             handle.remove()
         self._handles = []
         self._counting = False
+        self._active = None
+        self._stack.clear()
         if self._pushed:
             top = torch._C._autograd._top_saved_tensors_default_hooks(False)
             if top is not None and top[0] == self._pack:
                 torch._C._autograd._pop_saved_tensors_default_hooks()
                 self._pushed = False
+            # else: hooks the user pushed inside the forward and left above ours; ours stay
+            # below them, counting nothing, and are popped at the next boundary that can
 
     # -- measured forwards -------------------------------------------------------------------
 
     def _root_pre(self, module: torch.nn.Module, args: Any, kwargs: Any) -> None:
-        """Forward pre-hook of every root module seen: decides whether this forward is
-        measured. Runs inside the user's forward: it must never raise."""
+        """Forward pre-hook of every model: decides whether this forward is measured. Runs
+        inside the user's forward: it must never raise."""
+        if torch.compiler.is_compiling():
+            return  # traced by Dynamo: this hook is nothing in the compiled graph
         try:
-            if threading.get_ident() != self._thread or not self._enabled:
+            if self._active is not None or not self._enabled or _current() is not self:
+                return  # inside a measured forward (not a root call), or not the tracker
+            if threading.get_ident() != self._thread:
                 return
+            if self._pushed:
+                self._end()  # left behind hooks of the user's above ours: try again
             if torch._C._current_graph_task_id() != -1:
                 return  # a checkpointed region recomputed inside backward
-            stack = self._stack
-            if len(stack) > 1 or (stack and stack[-1] != id(module)):
-                return  # called from inside another module: not a root call
-            self._decide(module, signature(module, args, kwargs), entered=bool(stack))
+            with torch._C.DisableTorchFunction():  # unseen by tensor subclasses and modes
+                self._decide(module, signature(module, args, kwargs))
         except Exception:
             pass
 
-    def _decide(self, module: torch.nn.Module, sig: Signature, entered: bool) -> None:
+    def _root_post(self, module: torch.nn.Module, _args: Any, output: Any) -> None:
+        if torch.compiler.is_compiling():
+            return
+        try:
+            if self._active != id(module):
+                return
+            with torch._C.DisableTorchFunction():
+                self._record_output(module, output)
+            self._end()
+        except Exception:
+            pass
+
+    def _decide(self, module: torch.nn.Module, sig: Signature) -> None:
         mid = id(module)
         self._forwards += 1
         old = self._signatures.get(mid) if mid in self._measured_in_cell else None
-        if old is not None and old[1] is None and old[0] == sig[0] and old[2:] == sig[2:]:
-            # first seen through the global hook, which gets no kwargs: complete it
-            old = self._signatures[mid] = sig
         reason = reason_to_measure(old, sig)
         if reason is None and self._epoch_live > 0:
             reason = "graph_kept"  # the last measured call's graph lives on (no backward)
         if reason is None:
-            if self._handles or self._counting:
-                self._disarm()
-            if entered:  # the global pre-hook put it on the stack; its post-hook is gone
-                self._stack.clear()
             return
-        self._signatures[mid] = sig
-        self._measured_in_cell.add(mid)
-        self._epoch += 1
-        self._epoch_live = 0
+        why_not = _why_unmeasurable()
+        if why_not is not None:
+            self.unmeasured = why_not
+            return
         if reason != "first":
             # its weights may be new storages (model.double(), .cuda()) and the old ones'
             # addresses reused by activations: exclusions start over from this model's
             # current tensors (other modules add theirs again when they are entered)
             self._excluded = storage_keys(module_tensors(module))
             self._excluded_roots = {mid}
+        if not self._begin(module):
+            self.unmeasured = "inside saved_tensors_hooks of your own (save_on_cpu...)"
+            return
+        self._signatures[mid] = sig
+        self._measured_in_cell.add(mid)
+        self._epoch += 1
+        self._epoch_live = 0
+        self.unmeasured = None
         if sig[3] or self.measured is None or self.measured.get("cell") != self._cell:
             self.measured = {
                 "cell": self._cell,
@@ -246,9 +286,6 @@ class ActivationTracker:
                 "forward_index": self._forwards,
                 "reason": reason,
             }
-        if not entered:
-            self._arm()
-            self._enter(module)
 
     @property
     def measured_this_cell(self) -> bool:
@@ -274,7 +311,10 @@ class ActivationTracker:
     # -- cell boundaries -------------------------------------------------------------------
 
     def reset_stack(self) -> None:
-        """Forget the running-module stack (called at cell end) and the per-cell caches."""
+        """Forget the running-module stack (called at cell end) and the per-cell caches; a
+        measurement still open (its forward never returned here) is closed."""
+        if self._active is not None or self._pushed:
+            self._end()
         self._stack.clear()
         self._excluded_roots.clear()
         self._region.clear()
@@ -329,26 +369,16 @@ class ActivationTracker:
     # -- hooks -----------------------------------------------------------------------------
 
     def _pre_forward(self, module: torch.nn.Module, args: Any) -> None:
-        # Runs inside the user's forward: it must never raise.
+        # Global, in only while a forward is measured. Inside the user's forward: never raise.
+        if torch.compiler.is_compiling():
+            return
         try:
             if threading.get_ident() != self._thread:
                 return
             if torch._C._current_graph_task_id() != -1:
                 return  # a checkpointed region recomputed inside backward
-            self._enter(module)
-            if len(self._stack) > 1:
-                return
-            known = self._root_hooks.get(id(module))
-            if known is not None and known[0]() is module:
-                return  # a known root decides in its own pre-hook, which runs next
-            # a root never seen: watch it from now on (its pre-hook gets kwargs too, as
-            # Hugging Face models take them), and measure this forward
-            if known is not None:
-                known[1].remove()
-            handle = module.register_forward_pre_hook(self._root_pre, with_kwargs=True)
-            self._root_hooks[id(module)] = (weakref.ref(module), handle)
-            sig = signature(module, args, None)
-            self._decide(module, (sig[0], None, *sig[2:]), entered=True)
+            with torch._C.DisableTorchFunction():
+                self._enter(module)
         except Exception:
             pass
 
@@ -385,44 +415,54 @@ class ActivationTracker:
         self._stack.append(mid)
 
     def _post_forward(self, module: torch.nn.Module, _args: Any, output: Any) -> None:
+        if torch.compiler.is_compiling():
+            return
         try:
             if threading.get_ident() != self._thread:
                 return
-            mid = id(module)
-            stack = self._stack
-            if stack and stack[-1] == mid:
-                stack.pop()
-            elif mid in stack:
-                del stack[stack.index(mid) :]
-            stat = self._state.layers.get(mid)
-            if stat is not None:
-                stat.output_shape = _first_tensor_shape(output)
+            with torch._C.DisableTorchFunction():
+                self._record_output(module, output)
         except Exception:
             pass
 
-    def _pack(self, t: torch.Tensor) -> torch.Tensor:
-        detached = t.detach()
-        if not self._counting:
-            return detached
+    def _record_output(self, module: torch.nn.Module, output: Any) -> None:
+        mid = id(module)
+        stack = self._stack
+        if stack and stack[-1] == mid:
+            stack.pop()
+        elif mid in stack:
+            del stack[stack.index(mid) :]
+        stat = self._state.layers.get(mid)
+        if stat is not None:
+            stat.output_shape = _first_tensor_shape(output)
+
+    def _pack(self, t: torch.Tensor) -> Any:
+        with torch._C.DisableTorchFunction():  # unseen by tensor subclasses and modes
+            packed = saved.pack(t)
+            if self._counting:
+                self._count(t, packed)
+        return packed
+
+    def _count(self, t: torch.Tensor, packed: Any) -> None:
         try:
             frame = checkpoints.frame_saving_inputs()
             if frame is not None:
                 self.checkpoint_frames.add(frame)
             if t.is_leaf and t.requires_grad:
-                return detached
+                return
             storage = t.untyped_storage()
             ptr = storage.data_ptr()
             if ptr == 0:
-                return detached
+                return
             device = t.device
             dev = "cpu" if device.type == "cpu" else device_id(device)
             key = (dev, ptr)
             if key in self._excluded:
-                return detached
+                return
             state = self._state
             with self._lock:
-                saved = state.live.get(key)
-                if saved is None:
+                entry = state.live.get(key)
+                if entry is None:
                     nbytes = storage.nbytes()
                     owner = self._stack[-1] if self._stack else self.OUTSIDE
                     dtype = _dtype_name(t.dtype)
@@ -431,12 +471,11 @@ class ActivationTracker:
                     state.by_device[dev] = state.by_device.get(dev, 0) + nbytes
                     self._add(owner, nbytes, dtype)
                 else:
-                    saved.count += 1
-                ref = weakref.ref(detached, self._release)
+                    entry.count += 1
+                ref = weakref.ref(packed, self._release)
                 state.refs[id(ref)] = (ref, key)
         except Exception:
             pass
-        return detached
 
     def _add(self, owner: int, nbytes: int, dtype: str) -> None:
         stat = self._state.layers.get(owner)
@@ -475,8 +514,23 @@ class ActivationTracker:
                     stat.by_dtype.pop(saved.dtype, None)
 
 
-def _unpack(t: torch.Tensor) -> torch.Tensor:
-    return t
+#: The tracker installed last (a second engine in one process, as in tests, replaces the
+#: first: two trackers measuring one forward would each see the other's hooks).
+def _none() -> None:
+    return None
+
+
+_current: Any = _none
+
+
+def _why_unmeasurable() -> Optional[str]:
+    """Why a forward starting now cannot be measured without changing it (None: it can)."""
+    if torch._C._functorch.peek_interpreter_stack() is not None:
+        return "inside a torch.func transform"
+    enabled = getattr(torch._C._autograd, "_saved_tensors_hooks_is_enabled", None)
+    if enabled is not None and not enabled():
+        return "saved-tensor hooks are disabled here"
+    return None
 
 
 _DTYPE_NAMES: dict[torch.dtype, str] = {}

@@ -72,8 +72,28 @@ def frame_inputs(frame: Any) -> Iterator[torch.Tensor]:
                 data = arg.data  # type: ignore[attr-defined]  # the packed object, no unpack
             except Exception:
                 continue
+        data = getattr(data, "tensor", data)  # packed by the activation tracker: saved.Saved
         if isinstance(data, torch.Tensor):
             yield data
+
+
+def frame_of(saved: Any) -> Optional[Any]:
+    """The ``_CheckpointFrame`` of a region's saved slot (a ``SavedTensor`` whose packed value
+    is a ``_Holder``): the region's unpack hook holds it. None for any other slot."""
+    try:
+        hook = saved.unpack_hook
+    except Exception:
+        return None
+    if _HOOK_QUALNAME not in getattr(hook, "__qualname__", ""):
+        return None
+    for cell in getattr(hook, "__closure__", None) or ():
+        try:
+            value = cell.cell_contents
+        except ValueError:
+            continue
+        if hasattr(value, "weak_holders"):
+            return value
+    return None
 
 
 def holder_frames(frames: Iterable[Any]) -> dict[int, Any]:

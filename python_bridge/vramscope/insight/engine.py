@@ -78,6 +78,7 @@ class InsightEngine:
         """Installs the activation hooks once (idempotent); never raises."""
         with contextlib.suppress(Exception):
             self._tracker.install()
+            self._tracker.adopt(self._ns().values())  # models built before
 
     def uninstall(self) -> None:
         with contextlib.suppress(Exception):
@@ -86,9 +87,10 @@ class InsightEngine:
     def begin_cell(
         self, cell_id: Optional[str] = None, execution_count: Optional[int] = None
     ) -> None:
-        """A cell starts: arm the activation hooks for its first forward; never raises."""
+        """A cell starts: its first forward of each model is measured; never raises."""
         with contextlib.suppress(Exception):
             self._tracker.new_cell(cell_id, execution_count)
+            self._tracker.adopt(self._ns().values())
 
     @property
     def tracker(self) -> ActivationTracker:

@@ -31,6 +31,7 @@ import torch
 
 from . import checkpoints
 from ._torchutil import StorageKey, module_tensors, optimizer_state_tensors, storage_info
+from .saved import Saved
 
 _IPYTHON_NAMES = frozenset(
     {"In", "Out", "_ih", "_oh", "_dh", "_i", "_ii", "_iii", "_", "__", "___", "exit", "quit"}
@@ -165,23 +166,28 @@ class HolderScanner:
                     value = getattr(node, name)
                 except Exception:  # graph already freed by backward
                     continue
-                for packed in _saved_payloads(value):
+                for packed, raw in _saved_payloads(value):
                     saved += 1
                     if isinstance(packed, torch.Tensor):
                         self._claim(packed, tally, graph=True)
                     else:
-                        self._checkpoint_inputs(packed, tally)
+                        self._checkpoint_inputs(packed, tally, raw)
             try:
                 stack.extend(fn for fn, _ in node.next_functions)
             except Exception:
                 continue
         return saved
 
-    def _checkpoint_inputs(self, holder: Any, tally: _Tally) -> None:
-        """A checkpointed region's ``_Holder``: claim the inputs its frame keeps."""
-        if self._holder_frames is None:
-            self._holder_frames = checkpoints.holder_frames(self._frames) if self._frames else {}
-        frame = self._holder_frames.get(id(holder))
+    def _checkpoint_inputs(self, holder: Any, tally: _Tally, raw: Any = None) -> None:
+        """A checkpointed region's ``_Holder``: claim the inputs its frame keeps (the frame
+        found through the slot's unpack hook, or among those the tracker saw)."""
+        frame = checkpoints.frame_of(raw) if raw is not None else None
+        if frame is None:
+            if self._holder_frames is None:
+                self._holder_frames = (
+                    checkpoints.holder_frames(self._frames) if self._frames else {}
+                )
+            frame = self._holder_frames.get(id(holder))
         if frame is None or id(frame) in self._frames_done:
             return
         self._note(self._frames_done, id(frame))
@@ -231,20 +237,24 @@ class HolderScanner:
             self.walk(item, tally, depth)
 
 
-def _saved_payloads(value: Any) -> Iterable[Any]:
-    """The tensors (and checkpoint ``_Holder``s) a node's saved slot holds."""
+def _saved_payloads(value: Any) -> Iterable[tuple[Any, Any]]:
+    """The tensors (and checkpoint ``_Holder``s) a node's saved slot holds, each with the
+    ``SavedTensor`` it came from (or None)."""
     items = value if isinstance(value, (list, tuple)) else (value,)
     for item in items:
         data = item
+        raw = item if isinstance(item, torch._C._autograd.SavedTensor) else None
         if isinstance(item, torch._C._autograd.SavedTensor):
             try:
                 data = item.data  # type: ignore[attr-defined]  # packed object, no unpack
             except Exception:
                 continue
+            if isinstance(data, Saved):  # packed by the activation tracker's hook
+                data = data.tensor
         if isinstance(data, torch.Tensor) or checkpoints.is_holder(data):
-            yield data
+            yield data, raw
         elif isinstance(data, (tuple, list)):
-            yield from (d for d in data if isinstance(d, torch.Tensor))
+            yield from ((d, None) for d in data if isinstance(d, torch.Tensor))
 
 
 #: Names seen in a namespace, and those of them that are never user variables (IPython's

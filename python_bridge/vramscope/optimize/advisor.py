@@ -62,6 +62,7 @@ class Advisor:
     cell_key: the running cell's start time, its record's ``start_time`` (None between
         cells); with it, once advice was asked for, each cell's first training step of the
         model is measured (stepwatch).
+    follow: the step watch's way onto the model's forward hooks (stepwatch.StepWatch).
     """
 
     def __init__(
@@ -72,6 +73,7 @@ class Advisor:
         last_insight: Callable[[], dict[str, Any] | None],
         watch: Callable[[Any], None] | None = None,
         cell_key: Callable[[], float | None] | None = None,
+        follow: Any = None,
     ) -> None:
         self._ns = namespace
         self._source_of = source_of
@@ -79,7 +81,7 @@ class Advisor:
         self._last_insight = last_insight
         self._watch = watch
         self.log = CellLog()
-        self.steps = StepWatch(cell_key) if cell_key is not None else None
+        self.steps = StepWatch(cell_key, follow) if cell_key is not None else None
         # (model weakref, insight, baseline, rows, figures): see _memo_for
         self._memo: tuple[Any, Any, Any, int, dict[Any, Any]] = (None, None, None, 0, {})
 

@@ -20,6 +20,7 @@ class OptimizeLink:
             last_insight=lambda: runtime.insight.last,
             watch=lambda module: runtime.insight.watch(module),
             cell_key=self._cell_key,
+            follow=self._follow,
         )
         self._end_hook_on: Any = None  # the shell our post_run_cell hook is registered on
         self._model: str | None = None  # the last model advice was asked for
@@ -35,6 +36,13 @@ class OptimizeLink:
             source = history[count]
             return source if isinstance(source, str) else ""
         return ""
+
+    def _follow(self, model: Any, pre: Any, post: Any) -> Any:
+        """The step watch's hooks ride on model insight's own hooks on the model."""
+        engine = self._runtime.insight.engine()
+        if engine is None:
+            raise ValueError("model insight is unavailable")
+        return engine.tracker.follow(model, pre, post)
 
     def _cell_key(self) -> float | None:
         """The running cell's start time (its record's ``start_time``); None between cells

@@ -46,6 +46,7 @@ def _tracker_class(torch: Any) -> Any:
         return bool(top) and "_checkpoint_hook" in getattr(top[0], "__qualname__", "")
 
     rnn_workspace_ops = {aten.mkldnn_rnn_layer.default}
+    no_torch_function = torch._C.DisableTorchFunction
 
     class StepPeak(TorchDispatchMode):
         def __init__(self, record: bool = False) -> None:
@@ -96,7 +97,8 @@ def _tracker_class(torch: Any) -> Any:
             out = func(*args, **(kwargs or {}))
             if not self.closed:
                 try:
-                    self._count(func, args, kwargs, out)
+                    with no_torch_function():  # unseen by the user's tensor subclasses
+                        self._count(func, args, kwargs, out)
                 except Exception:  # never into the user's op: this measurement stops
                     self.closed = self.failed = True
             return out

@@ -26,7 +26,9 @@ from typing import Any, Callable
 
 from .peak import tracker
 
-KEEP = 32  # steps kept (by cell: its start time)
+KEEP = 32
+#: torch, once a model is watched (the hooks ask it first whether Dynamo is tracing them)
+_torch: Any = None  # steps kept (by cell: its start time)
 
 
 @dataclass(frozen=True)
@@ -159,14 +161,23 @@ def _undominated(points: list[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
     return tuple(kept)
 
 
+Follow = Callable[[Any, Callable[..., None], Callable[..., None]], Callable[[], None]]
+
+
 class StepWatch:
     """Args:
     cell_key: the running cell's key (its start time), None between cells (silent
         executions).
+    follow: ``follow(model, pre, post)`` calls ``pre``/``post`` from the hooks model insight
+        keeps on the model (insight.roots: they come off when the model is compiled, so that
+        Dynamo never traces them) and returns the function that stops it; None: the step
+        watch puts hooks of its own on the model.
     """
 
-    def __init__(self, cell_key: Callable[[], float | None]) -> None:
+    def __init__(self, cell_key: Callable[[], float | None], follow: Follow | None = None) -> None:
         self._cell_key = cell_key
+        self._follow = follow
+        self._unfollow: Callable[[], None] | None = None
         self._model: Any = None  # weakref.ref to the watched model
         self._hook: Any = None
         self._out_hook: Any = None
@@ -179,20 +190,25 @@ class StepWatch:
 
     @property
     def watching(self) -> bool:
-        return self._hook is not None
+        return self._hook is not None or self._unfollow is not None
 
     def watch(self, torch: Any, model: Any) -> None:
         """Measure ``model``'s steps from now on (idempotent)."""
+        global _torch
         if self._model is not None and self._model() is model:
             return
-        if hasattr(model, "_orig_mod"):
+        if hasattr(model, "_orig_mod") or getattr(model, "_compiled_call_impl", None):
             raise ValueError("a torch.compile'd model is not measured op by op")
         from torch.optim.optimizer import register_optimizer_step_pre_hook
 
         self.stop()
+        _torch = torch
+        if self._follow is not None:
+            self._unfollow = self._follow(model, self._pre_forward, self._post_forward)
+        else:
+            self._hook = model.register_forward_pre_hook(self._pre_forward)
+            self._out_hook = model.register_forward_hook(self._post_forward)
         self._step_hook = register_optimizer_step_pre_hook(self._pre_step)
-        self._hook = model.register_forward_pre_hook(self._pre_forward)
-        self._out_hook = model.register_forward_hook(self._post_forward)
         self._model = weakref.ref(model)
 
     def stop(self) -> None:
@@ -200,6 +216,9 @@ class StepWatch:
         for handle in (self._hook, self._out_hook, self._step_hook):
             if handle is not None:
                 handle.remove()
+        if self._unfollow is not None:
+            self._unfollow()
+            self._unfollow = None
         self._hook = self._out_hook = self._step_hook = self._model = None
 
     def take(self, cell: float | None) -> StepFigures | None:
@@ -208,6 +227,8 @@ class StepWatch:
     # --- hooks (inside the user's code: never raise) -------------------------------------
 
     def _pre_forward(self, module: Any, args: Any) -> None:
+        if _torch is not None and _torch.compiler.is_compiling():
+            return  # traced by Dynamo: nothing in the graph
         try:
             if self._open is not None:
                 self._forwards += 1  # one more micro-batch of the open step
@@ -234,21 +255,29 @@ class StepWatch:
     def _post_forward(self, module: Any, args: Any, output: Any) -> None:
         """The model's outputs (a tensor, or tensors in a tuple, list, dict or a Hugging
         Face ModelOutput): the open step's tracker leaves them out at backward's start."""
+        if _torch is not None and _torch.compiler.is_compiling():
+            return
         if self._open is None:
             return
         try:
             torch = sys.modules["torch"]
-            if isinstance(output, torch.Tensor):
-                items: tuple[Any, ...] = (output,)
-            elif isinstance(output, dict):  # a ModelOutput is one
-                items = tuple(output.values())
-            else:
-                items = tuple(output) if isinstance(output, (tuple, list)) else ()
-            for t in items:
-                if isinstance(t, torch.Tensor) and t.layout == torch.strided:
-                    self._open[1].outputs.add(t.untyped_storage().data_ptr())
+            with torch._C.DisableTorchFunction():  # unseen by the user's tensor subclasses
+                self._record_outputs(torch, output)
         except Exception:
             pass
+
+    def _record_outputs(self, torch: Any, output: Any) -> None:
+        if self._open is None:
+            return
+        if isinstance(output, torch.Tensor):
+            items: tuple[Any, ...] = (output,)
+        elif isinstance(output, dict):  # a ModelOutput is one
+            items = tuple(output.values())
+        else:
+            items = tuple(output) if isinstance(output, (tuple, list)) else ()
+        for t in items:
+            if isinstance(t, torch.Tensor) and t.layout == torch.strided:
+                self._open[1].outputs.add(t.untyped_storage().data_ptr())
 
     def _pre_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         if self._open is None:

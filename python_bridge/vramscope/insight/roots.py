@@ -1,0 +1,211 @@
+"""Which modules are models: the roots whose forwards the activation tracker may measure.
+
+No global module forward hook is ever left in (those put every module call on torch's slow
+path, and ``torch.compile`` warns about them and traces them). Instead the global module and
+parameter *registration* hooks (called when a module or a parameter is assigned to a module,
+which is how models are built) keep one forward pre-hook and one forward hook on each module
+that has children or parameters and is no other's child: the outermost module of every model
+built since the bridge was loaded. A module assigned as a child loses its hooks. Models built
+before the bridge, and modules with neither children nor parameters, are adopted from the
+namespace at a cell's start (only until Dynamo first compiles something: a hook added to a
+module already traced would make Dynamo compile it again).
+
+A compiled model carries none of them: Dynamo traces a module's hooks into its graph (a
+``torch.nn.Sequential`` compiled with a hook gives a graph where it gives none without) and
+compiles again when they change. ``torch.compile(model)`` assigns the model as the child of the
+``OptimizedModule`` it makes, so the registration hook takes the model's hooks off before
+anything is compiled, and puts none on the wrapper; ``model.compile()`` is seen at the next
+cell's start (a model compiled and first run in one cell is traced with its hooks). Compiled
+models are not measured (:attr:`RootWatch.compiled` counts them for the panel's note).
+
+Both hooks begin with ``torch.compiler.is_compiling()``: traced by Dynamo they are nothing.
+They live in the model's hook dicts, so they travel with it: ``copy.deepcopy(model)`` keeps
+them (the copy is a model too), and pickling a whole model (``torch.save(model)``) writes each
+as ``functools.partial(sys.audit, "vramscope.hook")``, a no-op that loads without vramscope.
+Only weakrefs to modules are kept.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import weakref
+from collections.abc import Iterable
+from typing import Any, Callable
+
+import torch
+
+PreHook = Callable[[torch.nn.Module, Any, Any], None]
+PostHook = Callable[[torch.nn.Module, Any, Any], None]
+FollowPre = Callable[[torch.nn.Module, Any], None]
+
+
+class RootWatch:
+    def __init__(self, pre: PreHook, post: PostHook) -> None:
+        self._pre = pre
+        self._post = post
+        self._registration: list[Any] = []
+        self._children: weakref.WeakSet[Any] = weakref.WeakSet()  # modules assigned as children
+        #: id(module) -> (weakref, pre-hook handle, post-hook handle)
+        self._hooks: dict[int, tuple[Any, Any, Any]] = {}
+        #: compiled models seen (their hooks taken off; not measured)
+        self.compiled: weakref.WeakSet[Any] = weakref.WeakSet()
+        #: id(module) -> (pre, post) called from its hooks after the tracker's (step watch)
+        self._followers: dict[int, tuple[FollowPre, PostHook]] = {}
+
+    def install(self) -> None:
+        if not self._registration:
+            from torch.nn.modules import module as nn_module
+
+            self._registration = [
+                nn_module.register_module_module_registration_hook(self._registered),
+                nn_module.register_module_parameter_registration_hook(self._parameter),
+            ]
+
+    def uninstall(self) -> None:
+        for handle in self._registration:
+            handle.remove()
+        self._registration = []
+        for _ref, pre, post in self._hooks.values():
+            pre.remove()
+            post.remove()
+        self._hooks.clear()
+        self._followers.clear()
+
+    def follow(self, module: torch.nn.Module, pre: FollowPre, post: PostHook) -> Callable[[], None]:
+        """Call ``pre(module, args)`` and ``post(module, args, output)`` from ``module``'s
+        forward hooks (watching it if it is not a root) until the returned function is
+        called or the module is compiled. Raises ValueError for a compiled model."""
+        if _compiled(module):
+            raise ValueError("a torch.compile'd model is not measured op by op")
+        if not self.watched(module):
+            self._add(module)
+        mid = id(module)
+        self._followers[mid] = (pre, post)
+        return lambda: self._followers.pop(mid, None) and None
+
+    def watched(self, module: torch.nn.Module) -> bool:
+        entry = self._hooks.get(id(module))
+        return entry is not None and entry[0]() is module
+
+    def adopt(self, values: Iterable[Any]) -> None:
+        """At a cell's start: stop watching models compiled since (``model.compile()``), and
+        watch the modules among ``values`` (the namespace's) not watched yet."""
+        for ref, _pre, _post in list(self._hooks.values()):
+            module = ref()
+            if module is not None and _compiled(module):
+                self._remove(module, compiled=True)
+                self.compiled.add(module)
+        if _dynamo_ran():
+            return
+        for value in values:
+            if (
+                isinstance(value, torch.nn.Module)
+                and not self.watched(value)
+                and not _compiled(value)
+            ):
+                self._add(value)
+
+    def prune(self) -> set[int]:
+        """Forget dead modules; returns the ids still watched."""
+        for mid in [m for m, entry in self._hooks.items() if entry[0]() is None]:
+            del self._hooks[mid]
+        return set(self._hooks)
+
+    # -- the registration hook (inside the user's model construction: never raise) ------
+
+    def _registered(self, module: Any, _name: str, submodule: Any) -> None:
+        try:
+            if isinstance(submodule, torch.nn.Module):
+                if _is_compile_wrapper(module):
+                    self._remove(submodule, compiled=True)
+                    self.compiled.add(submodule)
+                    return None
+                if id(submodule) not in self._followers:  # followed: it keeps its hooks
+                    self._remove(submodule)
+                self._children.add(submodule)
+                if not self.watched(module) and module not in self._children:
+                    self._add(module)
+        except Exception:
+            pass
+        return None
+
+    def _parameter(self, module: Any, _name: str, param: Any) -> None:
+        try:
+            if param is not None and not self.watched(module) and module not in self._children:
+                self._add(module)
+        except Exception:
+            pass
+        return None
+
+    def _add(self, module: torch.nn.Module) -> None:
+        self._remove(module)
+        pre = module.register_forward_pre_hook(_Hook(self._on_pre), with_kwargs=True)
+        post = module.register_forward_hook(_Hook(self._on_post), always_call=True)
+        self._hooks[id(module)] = (weakref.ref(module), pre, post)
+
+    def _remove(self, module: torch.nn.Module, compiled: bool = False) -> None:
+        entry = self._hooks.pop(id(module), None)
+        if entry is not None:
+            entry[1].remove()
+            entry[2].remove()
+        if compiled or entry is None or entry[0]() is not module:
+            self._followers.pop(id(module), None)
+
+    # -- the hooks on each model (inside the user's forward) -------------------------------
+
+    def _on_pre(self, module: torch.nn.Module, args: Any, kwargs: Any) -> None:
+        if torch.compiler.is_compiling():
+            return  # traced by Dynamo: nothing in the graph
+        self._pre(module, args, kwargs)
+        follower = self._followers.get(id(module))
+        if follower is not None:
+            follower[0](module, args)
+
+    def _on_post(self, module: torch.nn.Module, args: Any, output: Any) -> None:
+        if torch.compiler.is_compiling():
+            return
+        follower = self._followers.get(id(module))
+        if follower is not None:
+            follower[1](module, args, output)
+        self._post(module, args, output)
+
+
+def _dynamo_ran() -> bool:
+    """Dynamo has evaluated a frame in this process (compiled code may have traced modules)."""
+    dynamo = sys.modules.get("torch._dynamo")
+    if dynamo is None:
+        return False
+    try:
+        return bool(dynamo.utils.counters["frames"]["total"])
+    except Exception:
+        return True
+
+
+def _is_compile_wrapper(module: Any) -> bool:
+    """``module`` is the ``OptimizedModule`` that ``torch.compile(model)`` makes."""
+    cls = type(module)
+    return cls.__name__ == "OptimizedModule" and cls.__module__.startswith("torch._dynamo")
+
+
+def _compiled(module: Any) -> bool:
+    return _is_compile_wrapper(module) or getattr(module, "_compiled_call_impl", None) is not None
+
+
+class _Hook:
+    """A hook in a model's hook dict: deep-copied as itself, pickled as a no-op that needs
+    nothing but the standard library (a model saved whole must load without vramscope)."""
+
+    __slots__ = ("_fn",)
+
+    def __init__(self, fn: Callable[..., None]) -> None:
+        self._fn = fn
+
+    def __call__(self, *args: Any) -> None:
+        self._fn(*args)
+
+    def __deepcopy__(self, memo: Any) -> _Hook:
+        return self
+
+    def __reduce__(self) -> Any:
+        return (functools.partial, (sys.audit, "vramscope.hook"))

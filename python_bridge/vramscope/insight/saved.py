@@ -1,0 +1,81 @@
+"""What the activation tracker's pack hook hands to autograd instead of a saved tensor, and
+the check that keeps autograd's semantics while a hook is in.
+
+With saved-tensor hooks, autograd stops checking that a saved tensor was not modified in place
+before backward (its version counter), so a forward that modifies a tensor it saved would
+silently compute wrong gradients. :func:`pack` keeps what autograd itself keeps: the tensor
+(for a saved input) or a detached alias of it (for a saved output: keeping the output itself
+would make a tensor <-> grad_fn cycle), which shares the version counter, and the version at
+pack time; :func:`unpack` raises autograd's own error, word for word, when they differ.
+
+Whether a tensor is an output of the op saving it: autograd numbers its nodes in creation
+order, and the node saving its outputs is the newest one (``_get_sequence_nr()`` is the next
+number), while an input was made by an older node.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+import torch
+
+_next_sequence_nr = torch._C._autograd._get_sequence_nr
+_BACKWARD = re.compile(r"Backward\d*$")
+
+
+class Saved:
+    """A saved tensor as autograd would keep it, and its version when saved.
+
+    ``origin`` is ``(node name, output number)`` for a saved output (autograd names the node
+    that saved it) and None for an input (autograd names the tensor's node at unpack).
+    Weak-referenceable: the tracker learns through a weakref when autograd frees it."""
+
+    __slots__ = ("__weakref__", "origin", "tensor", "version")
+
+    def __init__(self, tensor: torch.Tensor, version: int, origin: Optional[tuple[str, int]]):
+        self.tensor = tensor
+        self.version = version
+        self.origin = origin
+
+
+def pack(t: torch.Tensor) -> Saved:
+    node = t.grad_fn
+    if node is not None and node._sequence_nr() == _next_sequence_nr() - 1:
+        return Saved(t.detach(), t._version, (node.name(), t.output_nr))
+    return Saved(t, t._version, None)
+
+
+def unpack(saved: Saved) -> torch.Tensor:
+    t = saved.tensor
+    with torch._C.DisableTorchFunction():  # unseen by tensor subclasses and modes
+        if t._version != saved.version:
+            raise RuntimeError(modified_message(saved))
+    return t
+
+
+def modified_message(saved: Saved) -> str:
+    """Autograd's message for a saved tensor modified in place (torch/csrc/autograd/
+    saved_variable.cpp), for the same tensor."""
+    t = saved.tensor
+    sizes = ", ".join(str(int(d)) for d in t.shape)
+    text = (
+        "one of the variables needed for gradient computation has been modified by an "
+        f"inplace operation: [{t.type()} [{sizes}]]"
+    )
+    origin = saved.origin
+    if origin is None and t.grad_fn is not None:
+        origin = (t.grad_fn.name(), t.output_nr)
+    if origin is not None:
+        text += f", which is output {origin[1]} of {_BACKWARD.sub('', origin[0])},"
+    text += f" is at version {t._version}; expected version {saved.version} instead."
+    if torch.is_anomaly_enabled():
+        return text + (
+            " Hint: the backtrace further above shows the operation that failed to compute "
+            "its gradient. The variable in question was changed in there or anywhere later. "
+            "Good luck!"
+        )
+    return text + (
+        " Hint: enable anomaly detection to find the operation that failed to compute its "
+        "gradient, with torch.autograd.set_detect_anomaly(True, check_nan=False)."
+    )
