@@ -357,8 +357,7 @@ def mark_accumulations(model: Any, mode: Any) -> list[Any]:
 
 
 def _steps(optimizer: Any, model: Any) -> bool:
-    """The optimizer updates the model (its first parameter is in a group)."""
-    first = next(model.parameters(), None)
-    if first is None:
-        return False
-    return any(any(p is first for p in group["params"]) for group in optimizer.param_groups)
+    """The optimizer updates the model: any of its parameters is in a group (a frozen first
+    parameter, LoRA adapters, an optimizer over a subset or several optimizers alike)."""
+    stepped = {id(p) for group in optimizer.param_groups for p in group["params"]}
+    return any(id(p) in stepped for p in model.parameters())
