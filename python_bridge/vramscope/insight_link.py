@@ -64,6 +64,16 @@ class InsightLink:
             tracker.renumber_cell((cell_id, started), (cell_id, execution_count))
         return bool(tracker.measured_this_cell)
 
+    def notes(self) -> list[str]:
+        """What model insight could not measure, and why, each said once."""
+        engine = self._engine if self._installed else None
+        if engine is None:
+            return []
+        try:
+            return list(engine.tracker.notes())
+        except Exception:
+            return []
+
     def _start_tracking(self, cell_id: Optional[str], execution_count: Optional[int]) -> None:
         self.set_enabled(True)
         if self._installed:

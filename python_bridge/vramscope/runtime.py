@@ -442,6 +442,8 @@ class Runtime:
             self.after_reply.submit(lambda: self._run_insight(resume=True), key="insight")
         if result.get("skipped"):
             self.bridge.broadcast(notice_message("info", f"model insight: {result['skipped']}"))
+        for note in self.insight.notes():
+            self.bridge.broadcast(notice_message("info", f"model insight: {note}"))
 
     def _get_insight(self, params: dict[str, Any]) -> dict[str, Any]:
         self._layers_sent = None  # the asking page now has these layers, the others not

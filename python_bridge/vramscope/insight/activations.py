@@ -120,6 +120,8 @@ class ActivationTracker:
         #: Why the last forward of a model that was to be measured was not, in this cell
         #: ("inside a torch.func transform"...); None when none was skipped.
         self.unmeasured: Optional[str] = None
+        self._said: set[str] = set()  # notes given (each once)
+        self._new_notes: list[str] = []
         #: checkpoint frames seen saving their inputs (what their regions keep alive)
         self.checkpoint_frames: weakref.WeakSet[Any] = weakref.WeakSet()
         self._region: set[int] = set()  # modules running inside a checkpointed region
@@ -166,10 +168,22 @@ class ActivationTracker:
         """See :meth:`.roots.RootWatch.follow` (the step watch's hooks on its model)."""
         return self._roots.follow(module, pre, post)
 
-    @property
-    def compiled_models(self) -> int:
-        """Compiled models seen (not measured)."""
-        return len(self._roots.compiled)
+    def notes(self) -> list[str]:
+        """What was not measured, and why, each said once: forwards skipped since the last
+        call (inside a torch.func transform...) and models seen compiled."""
+        for module in list(self._roots.compiled):
+            self._note(
+                f"{type(module).__name__} is compiled (torch.compile): its forwards are not "
+                "measured, since Dynamo would trace the hooks; the device counters still show "
+                "its memory"
+            )
+        new, self._new_notes = self._new_notes, []
+        return new
+
+    def _note(self, text: str) -> None:
+        if text not in self._said and len(self._said) < 64:
+            self._said.add(text)
+            self._new_notes.append(text)
 
     def new_cell(
         self, cell_id: Optional[str] = None, execution_count: Optional[int] = None
@@ -263,6 +277,7 @@ class ActivationTracker:
         why_not = _why_unmeasurable()
         if why_not is not None:
             self.unmeasured = why_not
+            self._note(f"a forward of {type(module).__name__} {why_not} is not measured")
             return
         if reason != "first":
             # its weights may be new storages (model.double(), .cuda()) and the old ones'
@@ -272,6 +287,7 @@ class ActivationTracker:
             self._excluded_roots = {mid}
         if not self._begin(module):
             self.unmeasured = "inside saved_tensors_hooks of your own (save_on_cpu...)"
+            self._note(f"a forward of {type(module).__name__} {self.unmeasured} is not measured")
             return
         self._signatures[mid] = sig
         self._measured_in_cell.add(mid)
@@ -529,7 +545,7 @@ def _why_unmeasurable() -> Optional[str]:
         return "inside a torch.func transform"
     enabled = getattr(torch._C._autograd, "_saved_tensors_hooks_is_enabled", None)
     if enabled is not None and not enabled():
-        return "saved-tensor hooks are disabled here"
+        return "where saved-tensor hooks are disabled"
     return None
 
 

@@ -1,0 +1,73 @@
+"""Where measuring would change the program, model insight does not measure, and says so in
+the panel (a ``notice``), once: a forward inside a torch.func transform, a compiled model."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kernel_harness import KernelHarness
+
+pytestmark = pytest.mark.kernel
+
+SETUP = """
+import torch
+from torch import nn
+from torch.func import functional_call, grad, vmap
+torch.manual_seed(0)
+net = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 1))
+params = {k: v.detach() for k, v in net.named_parameters()}
+x = torch.randn(4, 8)
+"""
+PER_SAMPLE = (
+    "g = vmap(grad(lambda p, xi: functional_call(net, p, (xi[None],)).sum()),"
+    " in_dims=(None, 0))(params, x)"
+)
+
+
+def _notices(k: KernelHarness, stream: str, start: int) -> list[str]:
+    return [m["content"]["data"]["message"] for m in k.messages_between(start, stream, "notice")]
+
+
+def test_skipped_forwards_and_compiled_models_are_said_once(
+    fresh_stream_kernel: tuple[KernelHarness, Any],
+) -> None:
+    k, stream = fresh_stream_kernel
+    k.run_ok(SETUP, "setup")
+    start = len(k.iopub)
+    k.run_ok(PER_SAMPLE, "per-sample")
+    k.comm_data(stream, "insight")
+    k.run_ok(PER_SAMPLE, "per-sample-again")
+    k.comm_data(stream, "insight")
+    k.run_ok("cnet = torch.compile(net, backend='eager')\ncnet(x).sum().backward()", "compile")
+    k.comm_data(stream, "insight")
+    k.run_ok("cnet(x).sum().backward()", "again")
+    k.wait_iopub(
+        lambda m: (
+            m["msg_type"] == "comm_msg"
+            and m["content"]["data"].get("type") == "notice"
+            and "compiled" in m["content"]["data"]["message"]
+        )
+    )
+    k.run_ok("pass", "idle")
+    k.comm_data(stream, "cell")
+    notices = _notices(k, stream, start)
+    func = [n for n in notices if "torch.func transform" in n]
+    assert func == [
+        "model insight: a forward of Sequential inside a torch.func transform is not measured"
+    ], notices
+    compiled = [n for n in notices if "compiled" in n]
+    assert len(compiled) == 1 and compiled[0].startswith(
+        "model insight: Sequential is compiled (torch.compile)"
+    ), notices
+    # the plain forward of a watched model is still measured
+    k.run_ok("other = nn.Sequential(nn.Linear(8, 8))\nother(x).sum().backward()", "plain")
+    k.wait_iopub(
+        lambda m: (
+            m["msg_type"] == "comm_msg"
+            and m["content"]["data"].get("type") == "insight"
+            and (m["content"]["data"]["insight"].get("activations_measured") or {}).get("cell_id")
+            == "plain"
+        )
+    )
