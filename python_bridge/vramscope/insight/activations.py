@@ -41,47 +41,15 @@ from __future__ import annotations
 import contextlib
 import threading
 import weakref
-from dataclasses import dataclass, field
 from typing import Any, Optional
 
 import torch
 
 from . import checkpoints, saved
 from ._torchutil import StorageKey, device_id, module_tensors, storage_keys
+from .ledger import OUTSIDE, LayerStat, SavedLedger
 from .roots import RootWatch
 from .signature import Signature, reason_to_measure, signature
-
-
-@dataclass
-class LayerStat:
-    """Live saved-activation figures of one module (keyed by ``id(module)``)."""
-
-    type_name: str
-    saved_bytes: int = 0
-    peak_saved_bytes: int = 0
-    output_shape: Optional[list[int]] = None
-    by_dtype: dict[str, int] = field(default_factory=dict)  # live saved bytes per dtype
-    #: ``by_dtype`` when ``peak_saved_bytes`` was reached (the estimator scales by it)
-    peak_by_dtype: dict[str, int] = field(default_factory=dict)
-    checkpointed: bool = False  # its forward starts a checkpointed region
-
-
-@dataclass
-class _Saved:
-    count: int
-    nbytes: int
-    owner: int  # id() of the innermost module at first save, 0 outside any module
-    dtype: str  # of the first tensor saved on this storage ("float32", "bfloat16"...)
-    epoch: int  # the measured forward (count) that saved it first
-
-
-@dataclass
-class _State:
-    live: dict[StorageKey, _Saved] = field(default_factory=dict)
-    refs: dict[int, tuple[Any, StorageKey]] = field(default_factory=dict)
-    layers: dict[int, LayerStat] = field(default_factory=dict)
-    parents: dict[int, int] = field(default_factory=dict)
-    by_device: dict[str, int] = field(default_factory=dict)
 
 
 def _first_tensor_shape(output: Any) -> Optional[list[int]]:
@@ -95,10 +63,10 @@ def _first_tensor_shape(output: Any) -> Optional[list[int]]:
 class ActivationTracker:
     """Counts live saved-for-backward bytes per module. Install on the kernel main thread."""
 
-    OUTSIDE = 0  # owner id used for tensors saved outside any module
+    OUTSIDE = OUTSIDE  # owner id used for tensors saved outside any module
 
     def __init__(self) -> None:
-        self._state = _State()
+        self._ledger = SavedLedger()
         self._stack: list[int] = []
         self._excluded: set[StorageKey] = set()
         self._excluded_roots: set[int] = set()
@@ -113,8 +81,6 @@ class ActivationTracker:
         self._measured_in_cell: set[int] = set()
         self._cell: tuple[Optional[str], Optional[int]] = (None, None)
         self._forwards = 0  # root forwards in this cell
-        self._epoch = 0  # measured forwards so far
-        self._epoch_live = 0  # live storages first saved since the last measured forward
         #: The last measured forward: ``{cell_id, execution_count, forward_index, reason}``.
         self.measured: Optional[dict[str, Any]] = None
         #: Why the last forward of a model that was to be measured was not, in this cell
@@ -125,8 +91,6 @@ class ActivationTracker:
         #: checkpoint frames seen saving their inputs (what their regions keep alive)
         self.checkpoint_frames: weakref.WeakSet[Any] = weakref.WeakSet()
         self._region: set[int] = set()  # modules running inside a checkpointed region
-        # Reentrant: a GC run inside the pack hook can fire _release on this thread.
-        self._lock = threading.RLock()
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -270,7 +234,7 @@ class ActivationTracker:
         self._forwards += 1
         old = self._signatures.get(mid) if mid in self._measured_in_cell else None
         reason = reason_to_measure(old, sig)
-        if reason is None and self._epoch_live > 0:
+        if reason is None and self._ledger.epoch_live > 0:
             reason = "graph_kept"  # the last measured call's graph lives on (no backward)
         if reason is None:
             return
@@ -291,8 +255,7 @@ class ActivationTracker:
             return
         self._signatures[mid] = sig
         self._measured_in_cell.add(mid)
-        self._epoch += 1
-        self._epoch_live = 0
+        self._ledger.new_epoch()
         self.unmeasured = None
         if sig[3] or self.measured is None or self.measured.get("cell") != self._cell:
             self.measured = {
@@ -302,6 +265,11 @@ class ActivationTracker:
                 "forward_index": self._forwards,
                 "reason": reason,
             }
+
+    @property
+    def epoch(self) -> int:
+        """How many forwards were measured so far (changes with every measured forward)."""
+        return self._ledger.epoch
 
     @property
     def measured_this_cell(self) -> bool:
@@ -345,42 +313,28 @@ class ActivationTracker:
 
     def prune(self, keep: set[int]) -> None:
         """Drop figures of modules not in ``keep`` that hold nothing (dead or unwatched)."""
-        state = self._state
-        with self._lock:
-            busy = {saved.owner for saved in state.live.values()}
-            needed = set(keep) | busy
-            for mid in list(busy):
-                while mid in state.parents and state.parents[mid] not in needed:
-                    mid = state.parents[mid]
-                    needed.add(mid)
-            for mid in [m for m in state.layers if m not in needed]:
-                del state.layers[mid]
-            for mid in [m for m in state.parents if m not in needed]:
-                del state.parents[mid]
+        self._ledger.prune(keep)
 
     def reset_peaks(self) -> None:
-        for stat in self._state.layers.values():
-            stat.peak_saved_bytes = stat.saved_bytes
-            stat.peak_by_dtype = dict(stat.by_dtype)
+        self._ledger.reset_peaks()
 
     # -- readings --------------------------------------------------------------------------
 
     def layer_stats(self) -> dict[int, LayerStat]:
-        return self._state.layers
+        return self._ledger.layers
 
     def parent_of(self, module_id: int) -> int:
-        return self._state.parents.get(module_id, self.OUTSIDE)
+        return self._ledger.parents.get(module_id, self.OUTSIDE)
 
     def bytes_by_device(self) -> dict[str, int]:
-        return dict(self._state.by_device)
+        return self._ledger.bytes_by_device()
 
     def total_bytes(self) -> int:
-        return sum(self._state.by_device.values())
+        return self._ledger.total_bytes()
 
     def live_storages(self) -> dict[StorageKey, int]:
         """Live saved storages and their byte sizes."""
-        with self._lock:
-            return {key: saved.nbytes for key, saved in self._state.live.items()}
+        return self._ledger.live_storages()
 
     # -- hooks -----------------------------------------------------------------------------
 
@@ -400,9 +354,8 @@ class ActivationTracker:
 
     def _enter(self, module: torch.nn.Module) -> None:
         mid = id(module)
-        state = self._state
         if self._stack:
-            state.parents[mid] = self._stack[-1]
+            self._ledger.parents[mid] = self._stack[-1]
         if mid not in self._excluded_roots:
             # First call of this module in the cell, at any depth: its parameters and
             # buffers are never activations (addmm saves weight.t(), a view of the weight).
@@ -420,9 +373,7 @@ class ActivationTracker:
                 self._excluded |= storage_keys(
                     t for mod in tree for t in module_tensors(mod, recurse=False)
                 )
-        stat = state.layers.get(mid)
-        if stat is None:
-            stat = state.layers[mid] = LayerStat(type(module).__name__)
+        stat = self._ledger.stat(mid, type(module).__name__)
         if checkpoints.in_region():
             # the outermost module of a region is its checkpointed block
             if not self._stack or self._stack[-1] not in self._region:
@@ -448,7 +399,7 @@ class ActivationTracker:
             stack.pop()
         elif mid in stack:
             del stack[stack.index(mid) :]
-        stat = self._state.layers.get(mid)
+        stat = self._ledger.layers.get(mid)
         if stat is not None:
             stat.output_shape = _first_tensor_shape(output)
 
@@ -475,59 +426,15 @@ class ActivationTracker:
             key = (dev, ptr)
             if key in self._excluded:
                 return
-            state = self._state
-            with self._lock:
-                entry = state.live.get(key)
-                if entry is None:
-                    nbytes = storage.nbytes()
-                    owner = self._stack[-1] if self._stack else self.OUTSIDE
-                    dtype = _dtype_name(t.dtype)
-                    state.live[key] = _Saved(1, nbytes, owner, dtype, self._epoch)
-                    self._epoch_live += 1
-                    state.by_device[dev] = state.by_device.get(dev, 0) + nbytes
-                    self._add(owner, nbytes, dtype)
-                else:
-                    entry.count += 1
-                ref = weakref.ref(packed, self._release)
-                state.refs[id(ref)] = (ref, key)
+            self._ledger.count(
+                key,
+                storage.nbytes() if not self._ledger.known(key) else 0,
+                self._stack[-1] if self._stack else self.OUTSIDE,
+                _dtype_name(t.dtype),
+                packed,
+            )
         except Exception:
             pass
-
-    def _add(self, owner: int, nbytes: int, dtype: str) -> None:
-        stat = self._state.layers.get(owner)
-        if stat is None:
-            stat = self._state.layers[owner] = LayerStat("")
-        stat.saved_bytes += nbytes
-        stat.by_dtype[dtype] = stat.by_dtype.get(dtype, 0) + nbytes
-        if stat.saved_bytes > stat.peak_saved_bytes:
-            stat.peak_saved_bytes = stat.saved_bytes
-            stat.peak_by_dtype = dict(stat.by_dtype)
-
-    def _release(self, ref: Any) -> None:
-        state = self._state
-        with self._lock:
-            entry = state.refs.pop(id(ref), None)
-            if entry is None:
-                return
-            key = entry[1]
-            saved = state.live.get(key)
-            if saved is None:
-                return
-            saved.count -= 1
-            if saved.count > 0:
-                return
-            del state.live[key]
-            if saved.epoch == self._epoch:
-                self._epoch_live -= 1
-            state.by_device[key[0]] = state.by_device.get(key[0], 0) - saved.nbytes
-            stat = state.layers.get(saved.owner)
-            if stat is not None:
-                stat.saved_bytes -= saved.nbytes
-                left = stat.by_dtype.get(saved.dtype, 0) - saved.nbytes
-                if left:
-                    stat.by_dtype[saved.dtype] = left
-                else:
-                    stat.by_dtype.pop(saved.dtype, None)
 
 
 #: The tracker installed last (a second engine in one process, as in tests, replaces the

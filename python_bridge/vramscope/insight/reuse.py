@@ -89,7 +89,7 @@ def world_key(
     )
     tb = getattr(getattr(shell, "InteractiveTB", None), "tb", None)
     failed = (id(getattr(sys, "last_traceback", None)), id(tb))
-    epoch = getattr(tracker, "_epoch", None)
+    epoch = getattr(tracker, "epoch", None)
     measured = (object() if epoch is None else epoch, tracker.total_bytes())
     return names, states, cache, failed, measured, choice
 

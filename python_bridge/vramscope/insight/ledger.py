@@ -1,0 +1,146 @@
+"""The activation tracker's books: which saved storages are alive, their bytes, and the
+per-module figures (live, peak, by dtype) they add up to.
+
+A storage is counted once however many ops save it (``count`` references), from its first
+save to the moment autograd frees its last packed reference (a weakref callback on what the
+pack hook returned). Only integers, strings and weakrefs are kept: no tensor.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from ._torchutil import StorageKey
+
+OUTSIDE = 0  # owner id of storages saved outside any module
+
+
+@dataclass
+class LayerStat:
+    """Live saved-activation figures of one module (keyed by ``id(module)``)."""
+
+    type_name: str
+    saved_bytes: int = 0
+    peak_saved_bytes: int = 0
+    output_shape: Optional[list[int]] = None
+    by_dtype: dict[str, int] = field(default_factory=dict)  # live saved bytes per dtype
+    #: ``by_dtype`` when ``peak_saved_bytes`` was reached (the estimator scales by it)
+    peak_by_dtype: dict[str, int] = field(default_factory=dict)
+    checkpointed: bool = False  # its forward starts a checkpointed region
+
+
+@dataclass
+class _Saved:
+    count: int
+    nbytes: int
+    owner: int  # id() of the innermost module at first save, 0 outside any module
+    dtype: str  # of the first tensor saved on this storage ("float32", "bfloat16"...)
+    epoch: int  # the measured forward (count) that saved it first
+
+
+class SavedLedger:
+    def __init__(self) -> None:
+        self.live: dict[StorageKey, _Saved] = {}
+        self._refs: dict[int, tuple[Any, StorageKey]] = {}
+        self.layers: dict[int, LayerStat] = {}
+        self.parents: dict[int, int] = {}
+        self._by_device: dict[str, int] = {}
+        self.epoch = 0  # measured forwards so far
+        self.epoch_live = 0  # live storages first saved in the current epoch
+        # Reentrant: a GC run inside the pack hook can fire _release on this thread.
+        self._lock = threading.RLock()
+
+    def new_epoch(self) -> None:
+        """A measured forward starts."""
+        self.epoch += 1
+        self.epoch_live = 0
+
+    def stat(self, mid: int, type_name: str = "") -> LayerStat:
+        stat = self.layers.get(mid)
+        if stat is None:
+            stat = self.layers[mid] = LayerStat(type_name)
+        return stat
+
+    def count(self, key: StorageKey, nbytes: int, owner: int, dtype: str, packed: Any) -> None:
+        """``packed`` (what the pack hook returned) references storage ``key``: counted
+        until autograd frees it. ``nbytes`` is read only for a storage not yet live."""
+        with self._lock:
+            entry = self.live.get(key)
+            if entry is None:
+                self.live[key] = _Saved(1, nbytes, owner, dtype, self.epoch)
+                self.epoch_live += 1
+                self._by_device[key[0]] = self._by_device.get(key[0], 0) + nbytes
+                self._add(owner, nbytes, dtype)
+            else:
+                entry.count += 1
+            ref = weakref.ref(packed, self._release)
+            self._refs[id(ref)] = (ref, key)
+
+    def known(self, key: StorageKey) -> bool:
+        return key in self.live
+
+    def _add(self, owner: int, nbytes: int, dtype: str) -> None:
+        stat = self.stat(owner)
+        stat.saved_bytes += nbytes
+        stat.by_dtype[dtype] = stat.by_dtype.get(dtype, 0) + nbytes
+        if stat.saved_bytes > stat.peak_saved_bytes:
+            stat.peak_saved_bytes = stat.saved_bytes
+            stat.peak_by_dtype = dict(stat.by_dtype)
+
+    def _release(self, ref: Any) -> None:
+        with self._lock:
+            entry = self._refs.pop(id(ref), None)
+            if entry is None:
+                return
+            key = entry[1]
+            saved = self.live.get(key)
+            if saved is None:
+                return
+            saved.count -= 1
+            if saved.count > 0:
+                return
+            del self.live[key]
+            if saved.epoch == self.epoch:
+                self.epoch_live -= 1
+            self._by_device[key[0]] = self._by_device.get(key[0], 0) - saved.nbytes
+            stat = self.layers.get(saved.owner)
+            if stat is not None:
+                stat.saved_bytes -= saved.nbytes
+                left = stat.by_dtype.get(saved.dtype, 0) - saved.nbytes
+                if left:
+                    stat.by_dtype[saved.dtype] = left
+                else:
+                    stat.by_dtype.pop(saved.dtype, None)
+
+    def prune(self, keep: set[int]) -> None:
+        """Drop figures of modules not in ``keep`` that hold nothing (dead or unwatched)."""
+        with self._lock:
+            busy = {saved.owner for saved in self.live.values()}
+            needed = set(keep) | busy
+            for mid in list(busy):
+                while mid in self.parents and self.parents[mid] not in needed:
+                    mid = self.parents[mid]
+                    needed.add(mid)
+            for mid in [m for m in self.layers if m not in needed]:
+                del self.layers[mid]
+            for mid in [m for m in self.parents if m not in needed]:
+                del self.parents[mid]
+
+    def reset_peaks(self) -> None:
+        for stat in self.layers.values():
+            stat.peak_saved_bytes = stat.saved_bytes
+            stat.peak_by_dtype = dict(stat.by_dtype)
+
+    def bytes_by_device(self) -> dict[str, int]:
+        return dict(self._by_device)
+
+    def total_bytes(self) -> int:
+        return sum(self._by_device.values())
+
+    def live_storages(self) -> dict[StorageKey, int]:
+        """Live saved storages and their byte sizes."""
+        with self._lock:
+            return {key: saved.nbytes for key, saved in self.live.items()}
