@@ -113,6 +113,8 @@ def test_probe_is_the_same_with_vramscope(kernels: Kernels, probe: Probe) -> Non
     if why is not None:
         pytest.skip(why)
     shown = ""
+    steps = "_tpv.runtime.get_runtime().optimize.advisor.steps.measured"
+    measured_before = 0
     for i, cell in enumerate(probe.cells):
         if i == probe.arm_after and probe.model is not None:
             arm = f"import vramscope as _tpv; _tpv_advice = _tpv.advise({probe.model!r})"
@@ -121,6 +123,7 @@ def test_probe_is_the_same_with_vramscope(kernels: Kernels, probe: Probe) -> Non
             assert kernels.k["armed"].eval(
                 "_tpv.runtime.get_runtime().optimize.advisor.steps.watching"
             ), f"advice did not arm the step watch on {probe.model}"
+            measured_before = kernels.k["armed"].eval(steps)
         outputs = kernels.run(cell)
         shown += outputs["plain"].strip()
         for state in ("bridge", "armed"):
@@ -129,6 +132,10 @@ def test_probe_is_the_same_with_vramscope(kernels: Kernels, probe: Probe) -> Non
                 f"--- plain\n{outputs['plain']}\n--- {state}\n{outputs[state]}"
             )
     assert shown, "the probe printed nothing: it proves nothing"
+    trains = any(".step()" in c or "tp_train(" in c for c in probe.cells[probe.arm_after :])
+    if probe.model is not None and trains and probe.steps and "compile" not in probe.name:
+        # the armed kernel really followed a training step op by op
+        assert kernels.k["armed"].eval(steps) > measured_before, "no step was measured"
 
 
 def test_the_comparison_can_fail(kernels: Kernels) -> None:

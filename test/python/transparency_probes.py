@@ -9,7 +9,9 @@ names the namespace variable the advisor is armed on in the "advice armed" kerne
 
 Probes use their own variable names (``p<N>_...``) so that they run one after another in one
 kernel; each starts from ``torch.manual_seed``. ``DEVICE`` is the probes' device (``cpu``, or
-``cuda`` under ``VRAMSCOPE_TRANSPARENCY_DEVICE=cuda``: scripts/cuda-check.sh).
+``cuda`` under ``VRAMSCOPE_TRANSPARENCY_DEVICE=cuda``: scripts/cuda-check.sh). The probes that
+run ``torch.compile`` come last: once Dynamo has compiled anything, the step watch follows no
+step op by op (vramscope/compiled.py), so the probes before them have it on.
 """
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ class Probe:
     arm_after: int = 1  # cells run before advice is armed
     needs: tuple[str, ...] = ()  # importable modules the probe needs (else it is skipped)
     cuda_only: bool = False
+    #: the armed kernel's step watch follows a step of ``model`` (False where none is to be
+    #: followed: a transform inside the step abandons it, a copy of the model is trained)
+    steps: bool = True
 
 
 PRELUDE = r'''
@@ -364,6 +369,7 @@ PROBES: tuple[Probe, ...] = (
             "p17_opt.step(); print(tp_hash(p17_net))",
         ),
         model="p17_net",
+        steps=False,
     ),
     Probe(
         "forward_mode_ad",
@@ -375,51 +381,6 @@ PROBES: tuple[Probe, ...] = (
             "    print(tp_hash(fwAD.unpack_dual(out).tangent))",
         ),
         model="p18_net",
-    ),
-    Probe(
-        "compile_module",
-        (
-            "p19_net = tp_mlp(); p19_x, p19_y = tp_data(); p19_c = TpCount()\n"
-            "p19_cm = torch.compile(p19_net, backend=p19_c)",
-            "loss = F.mse_loss(p19_cm(p19_x), p19_y); loss.backward()\n"
-            "print(p19_c, tp_hash(p19_net))",
-            "p19_cm(p19_x).sum().backward(); print(p19_c, tp_hash(p19_net))",
-        ),
-        model="p19_net",
-    ),
-    Probe(
-        "compile_function",
-        (
-            "p20_c = TpCount()\n"
-            "@torch.compile(backend=p20_c)\n"
-            "def p20_f(x, w):\n"
-            "    return (torch.tanh(x @ w) * 2).relu().sum()\n"
-            "p20_w = torch.randn(8, 3, device=DEVICE, requires_grad=True)",
-            "p20_f(tp_data()[0], p20_w).backward(); print(p20_c, tp_hash(p20_w.grad))",
-            "p20_f(tp_data()[0], p20_w).backward(); print(p20_c, tp_hash(p20_w.grad))",
-        ),
-    ),
-    Probe(
-        "compile_measured_model",
-        (
-            "p21_net = tp_mlp(); p21_opt = torch.optim.Adam(p21_net.parameters(), lr=1e-2)\n"
-            "print(tp_train(p21_net, p21_opt))",
-            "print(tp_train(p21_net, p21_opt))",
-            "p21_c = TpCount(); p21_cm = torch.compile(p21_net, backend=p21_c)\n"
-            "print(tp_train(p21_cm, p21_opt), p21_c)",
-            "print(tp_train(p21_cm, p21_opt), p21_c)",
-        ),
-        model="p21_net",
-    ),
-    Probe(
-        "compile_module_method",
-        (
-            "p22_net = tp_mlp(); p22_c = TpCount(); p22_net.compile(backend=p22_c)\n"
-            "p22_opt = torch.optim.SGD(p22_net.parameters(), lr=0.1)",
-            "print(tp_train(p22_net, p22_opt), p22_c)",
-            "print(tp_train(p22_net, p22_opt), p22_c)",
-        ),
-        model="p22_net",
     ),
     Probe(
         "transformers_gradient_checkpointing",
@@ -555,6 +516,7 @@ PROBES: tuple[Probe, ...] = (
             "print(tp_hash(pickle.loads(pickle.dumps(p32_net))(tp_data()[0])))",
         ),
         model="p32_net",
+        steps=False,
     ),
     Probe(
         "func_right_after_a_forward",
@@ -575,6 +537,51 @@ PROBES: tuple[Probe, ...] = (
         model="p33_net",
     ),
     Probe(
+        "compile_module",
+        (
+            "p19_net = tp_mlp(); p19_x, p19_y = tp_data(); p19_c = TpCount()\n"
+            "p19_cm = torch.compile(p19_net, backend=p19_c)",
+            "loss = F.mse_loss(p19_cm(p19_x), p19_y); loss.backward()\n"
+            "print(p19_c, tp_hash(p19_net))",
+            "p19_cm(p19_x).sum().backward(); print(p19_c, tp_hash(p19_net))",
+        ),
+        model="p19_net",
+    ),
+    Probe(
+        "compile_function",
+        (
+            "p20_c = TpCount()\n"
+            "@torch.compile(backend=p20_c)\n"
+            "def p20_f(x, w):\n"
+            "    return (torch.tanh(x @ w) * 2).relu().sum()\n"
+            "p20_w = torch.randn(8, 3, device=DEVICE, requires_grad=True)",
+            "p20_f(tp_data()[0], p20_w).backward(); print(p20_c, tp_hash(p20_w.grad))",
+            "p20_f(tp_data()[0], p20_w).backward(); print(p20_c, tp_hash(p20_w.grad))",
+        ),
+    ),
+    Probe(
+        "compile_measured_model",
+        (
+            "p21_net = tp_mlp(); p21_opt = torch.optim.Adam(p21_net.parameters(), lr=1e-2)\n"
+            "print(tp_train(p21_net, p21_opt))",
+            "print(tp_train(p21_net, p21_opt))",
+            "p21_c = TpCount(); p21_cm = torch.compile(p21_net, backend=p21_c)\n"
+            "print(tp_train(p21_cm, p21_opt), p21_c)",
+            "print(tp_train(p21_cm, p21_opt), p21_c)",
+        ),
+        model="p21_net",
+    ),
+    Probe(
+        "compile_module_method",
+        (
+            "p22_net = tp_mlp(); p22_c = TpCount(); p22_net.compile(backend=p22_c)\n"
+            "p22_opt = torch.optim.SGD(p22_net.parameters(), lr=0.1)",
+            "print(tp_train(p22_net, p22_opt), p22_c)",
+            "print(tp_train(p22_net, p22_opt), p22_c)",
+        ),
+        model="p22_net",
+    ),
+    Probe(
         "compile_built_and_run_in_one_cell",
         (
             "class P34(nn.Module):\n"
@@ -587,6 +594,21 @@ PROBES: tuple[Probe, ...] = (
             "p34_net(tp_data()[0]).sum().backward(); print(p34_c, tp_hash(p34_net))",
             "p34_net(tp_data()[0]).sum().backward(); print(p34_c, tp_hash(p34_net))",
         ),
+    ),
+    Probe(
+        "compiled_loss_inside_a_training_step",
+        (
+            "p35_net = tp_mlp(); p35_opt = torch.optim.SGD(p35_net.parameters(), lr=0.1)\n"
+            "p35_c = TpCount()\n"
+            "@torch.compile(backend=p35_c)\n"
+            "def p35_loss(out, y):\n"
+            "    return ((out - y) ** 2).mean() + out.abs().mean()\n"
+            "print(tp_train(p35_net, p35_opt, loss_fn=p35_loss), p35_c)",
+            "print(tp_train(p35_net, p35_opt, loss_fn=p35_loss), p35_c)",
+            "print(tp_train(p35_net, p35_opt, 2, x=torch.randn(3, 8, device=DEVICE), "
+            "y=torch.zeros(3, 4, device=DEVICE), loss_fn=p35_loss), p35_c)",
+        ),
+        model="p35_net",
     ),
     Probe(
         "amp_gradscaler_and_reduce_overhead",

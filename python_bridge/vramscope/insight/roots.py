@@ -35,6 +35,8 @@ from typing import Any, Callable
 
 import torch
 
+from ..compiled import dynamo_ran, is_compile_wrapper, is_compiled
+
 PreHook = Callable[[torch.nn.Module, Any, Any], None]
 PostHook = Callable[[torch.nn.Module, Any, Any], None]
 FollowPre = Callable[[torch.nn.Module, Any], None]
@@ -76,7 +78,7 @@ class RootWatch:
         """Call ``pre(module, args)`` and ``post(module, args, output)`` from ``module``'s
         forward hooks (watching it if it is not a root) until the returned function is
         called or the module is compiled. Raises ValueError for a compiled model."""
-        if _compiled(module):
+        if is_compiled(module):
             raise ValueError("a torch.compile'd model is not measured op by op")
         if not self.watched(module):
             self._add(module)
@@ -93,16 +95,16 @@ class RootWatch:
         watch the modules among ``values`` (the namespace's) not watched yet."""
         for ref, _pre, _post in list(self._hooks.values()):
             module = ref()
-            if module is not None and _compiled(module):
+            if module is not None and is_compiled(module):
                 self._remove(module, compiled=True)
                 self.compiled.add(module)
-        if _dynamo_ran():
+        if dynamo_ran():
             return
         for value in values:
             if (
                 isinstance(value, torch.nn.Module)
                 and not self.watched(value)
-                and not _compiled(value)
+                and not is_compiled(value)
             ):
                 self._add(value)
 
@@ -117,7 +119,7 @@ class RootWatch:
     def _registered(self, module: Any, _name: str, submodule: Any) -> None:
         try:
             if isinstance(submodule, torch.nn.Module):
-                if _is_compile_wrapper(module):
+                if is_compile_wrapper(module):
                     self._remove(submodule, compiled=True)
                     self.compiled.add(submodule)
                     return None
@@ -169,27 +171,6 @@ class RootWatch:
         if follower is not None:
             follower[1](module, args, output)
         self._post(module, args, output)
-
-
-def _dynamo_ran() -> bool:
-    """Dynamo has evaluated a frame in this process (compiled code may have traced modules)."""
-    dynamo = sys.modules.get("torch._dynamo")
-    if dynamo is None:
-        return False
-    try:
-        return bool(dynamo.utils.counters["frames"]["total"])
-    except Exception:
-        return True
-
-
-def _is_compile_wrapper(module: Any) -> bool:
-    """``module`` is the ``OptimizedModule`` that ``torch.compile(model)`` makes."""
-    cls = type(module)
-    return cls.__name__ == "OptimizedModule" and cls.__module__.startswith("torch._dynamo")
-
-
-def _compiled(module: Any) -> bool:
-    return _is_compile_wrapper(module) or getattr(module, "_compiled_call_impl", None) is not None
 
 
 class _Hook:

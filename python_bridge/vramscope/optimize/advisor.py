@@ -184,6 +184,9 @@ class Advisor:
                 self.steps.watch(torch, ctx.model)  # its steps are measured from now on
             except Exception as exc:
                 ctx.notes.append(f"the training step cannot be measured: {exc}")
+        skipped = self.steps.skipped if self.steps is not None else None
+        if skipped and training_run is not None and training_run.step is None:
+            ctx.notes.append(skipped)
         if ctx.model is not None and not ctx.layers and self._watch is not None:
             self._watch(ctx.model)  # measure this module (not a namespace name) from now on
         runs = list(self.log.recent)

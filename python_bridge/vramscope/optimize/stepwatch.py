@@ -24,9 +24,15 @@ from collections import OrderedDict
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
+from ..compiled import dynamo_ran, is_compiled
 from .peak import tracker
 
 KEEP = 32
+COMPILED = (
+    "torch.compile has run in this kernel: training steps are no longer followed op by op "
+    "(compiled code runs differently under the step watch's dispatch mode), so step-peak "
+    "figures are estimated from the per-layer activations"
+)
 #: torch, once a model is watched (the hooks ask it first whether Dynamo is tracing them)
 _torch: Any = None  # steps kept (by cell: its start time)
 
@@ -178,6 +184,9 @@ class StepWatch:
         self._cell_key = cell_key
         self._follow = follow
         self._unfollow: Callable[[], None] | None = None
+        #: why the last step was not followed (None: it was, or none came)
+        self.skipped: str | None = None
+        self.measured = 0  # steps measured so far
         self._model: Any = None  # weakref.ref to the watched model
         self._hook: Any = None
         self._out_hook: Any = None
@@ -197,7 +206,7 @@ class StepWatch:
         global _torch
         if self._model is not None and self._model() is model:
             return
-        if hasattr(model, "_orig_mod") or getattr(model, "_compiled_call_impl", None):
+        if is_compiled(model):
             raise ValueError("a torch.compile'd model is not measured op by op")
         from torch.optim.optimizer import register_optimizer_step_pre_hook
 
@@ -237,6 +246,11 @@ class StepWatch:
             if cell is None or cell == self._done:
                 return
             torch = sys.modules["torch"]
+            if dynamo_ran():
+                # compiled code in the step would run differently under the step's dispatch
+                # mode (Dynamo skips frames while one is active): not followed op by op
+                self.skipped = COMPILED
+                return
             if (
                 not torch.is_grad_enabled()
                 or torch.compiler.is_compiling()  # traced by torch.compile: not run here
@@ -298,6 +312,7 @@ class StepWatch:
                     made = storage.data_ptr() in mode.live
                     (keep if made else old)[storage.data_ptr()] = storage.nbytes()
             figures = figures_of(mode.events or [], keep, self._forwards, old)
+            self.measured += 1
             self.figures[cell] = replace(
                 figures,
                 attention=(mode.attention[0], mode.attention[1]),
