@@ -611,6 +611,23 @@ PROBES: tuple[Probe, ...] = (
         model="p35_net",
     ),
     Probe(
+        "compiled_submodule_in_an_eager_model",
+        (
+            "class P36(nn.Module):\n"
+            "    def __init__(self):\n"
+            "        super().__init__(); self.inner = nn.Sequential(nn.Linear(8, 8), nn.GELU())\n"
+            "        self.head = nn.Linear(8, 4)\n"
+            "    def forward(self, x):\n"
+            "        return self.head(self.inner(x))\n"
+            "torch.manual_seed(0); p36_net = P36().to(DEVICE); p36_c = TpCount()\n"
+            "p36_net.inner = torch.compile(p36_net.inner, backend=p36_c)\n"
+            "p36_opt = torch.optim.SGD(p36_net.parameters(), lr=0.1)",
+            "print(tp_train(p36_net, p36_opt), p36_c)",
+            "print(tp_train(p36_net, p36_opt), p36_c)",
+        ),
+        model="p36_net",
+    ),
+    Probe(
         "amp_gradscaler_and_reduce_overhead",
         (
             "p31_net = tp_mlp(); p31_opt = torch.optim.SGD(p31_net.parameters(), lr=0.1)\n"

@@ -45,6 +45,7 @@ from typing import Any, Optional
 
 import torch
 
+from ..compiled import is_compiled
 from . import checkpoints, saved
 from ._torchutil import StorageKey, device_id, module_tensors, storage_keys
 from .ledger import OUTSIDE, LayerStat, SavedLedger
@@ -239,6 +240,9 @@ class ActivationTracker:
         if reason is None:
             return
         why_not = _why_unmeasurable()
+        if why_not is None and any(is_compiled(m) for m in module.modules()):
+            # Dynamo would trace the hooks in, and compile again when they come out
+            why_not = "with a compiled submodule (torch.compile)"
         if why_not is not None:
             self.unmeasured = why_not
             self._note(f"a forward of {type(module).__name__} {why_not} is not measured")
