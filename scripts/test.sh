@@ -6,7 +6,8 @@
 # each), version (Python __version__ == package.json), wheel (built wheel carries the
 # labextension, and installed on its own `jupyter labextension list` shows it enabled OK),
 # jest, pytest (test/python on two workers, but for the tests marked serial), pytest-1w (those,
-# alone), cuda (`pytest -m cuda`, only where torch sees a CUDA device),
+# alone), cuda (`pytest -m cuda`, only where torch sees a CUDA device), cuda-check
+# (scripts/cuda-check.sh: without CUDA its dry run, which must find none and say so),
 # demo notebook (examples/demo.ipynb via nbclient, in under DEMO_LIMIT_S seconds), ui
 # (galata/playwright in system chromium against a real JupyterLab).
 #
@@ -278,6 +279,23 @@ else
   else
     record cuda 0 0 $(($(date +%s) - t)) "(no CUDA device)"
   fi
+fi
+
+# scripts/cuda-check.sh, the prepared CUDA check for a GPU machine: where torch sees no CUDA
+# device (here) its dry run must start, set up the kernel's packages and kernelspec, find no
+# CUDA device and say so in its summary (test-results/cuda-check.txt), and exit 0.
+check_cuda_script() {
+  local summary=$RESULTS/cuda-check.txt
+  PYTHON=$PY bash scripts/cuda-check.sh --summary "$summary" || return 1
+  if ! "$PY" -c 'import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)'; then
+    grep -q '^NO CUDA DEVICE' "$summary" && grep -q '^0 passed, 0 failed$' "$summary"
+  fi
+}
+if skipped cuda-check; then
+  record cuda-check 0 0 0 "(skipped by VRAMSCOPE_SKIP)"
+else
+  run_check cuda-check "(scripts/cuda-check.sh: its dry run where there is no CUDA)" \
+    check_cuda_script
 fi
 
 # ---- demo notebook executes headless ---------------------------------------------------------------
