@@ -199,6 +199,16 @@ class Runtime:
                     return None
         return None
 
+    def _accelerator_readings(self) -> dict[str, DeviceSample]:
+        readings: dict[str, DeviceSample] = {}
+        for device in self.devices:
+            if device.kind != "cpu":
+                try:
+                    readings[device.id] = device.read()
+                except Exception:
+                    continue
+        return readings
+
     def device_infos(self, samples: Mapping[str, DeviceSample] | None = None) -> list[DeviceInfo]:
         infos: list[DeviceInfo] = []
         for device in self.devices:
@@ -405,6 +415,9 @@ class Runtime:
         if self._refresh_devices():
             # Once, when torch is first seen imported: new devices and/or new warnings.
             self.bridge.broadcast(self.devices_message())
+            # the cell that imported torch may have initialised CUDA: its context's size,
+            # which that cell's end readings (of the devices known when it began) lack
+            BASELINE.observe_cuda(self._accelerator_readings())
         self._send_cells(with_self_bytes=True)
         if self.settings["insight"] and "torch" in sys.modules:
             # coalesced: in a Run All of quick cells only the newest insight runs, when idle

@@ -16,12 +16,36 @@ number), while an input was made by an older node.
 from __future__ import annotations
 
 import re
+import threading
 from typing import Optional
 
 import torch
 
 _next_sequence_nr = torch._C._autograd._get_sequence_nr
 _BACKWARD = re.compile(r"Backward\d*$")
+
+
+def _names_in_full() -> bool:
+    """Whether this torch's message names a node in full ("output 0 of SigmoidBackward0",
+    torch 2.11) or without the suffix ("output 0 of Sigmoid", torch 2.13): asked of autograd
+    itself, once, on a thread of its own (no saved-tensor hooks there: they are per thread)."""
+    found: list[bool] = []
+
+    def probe() -> None:
+        try:
+            y = torch.sigmoid(torch.ones(1, requires_grad=True))
+            y.add_(1)
+            y.sum().backward()
+        except RuntimeError as exc:
+            found.append("SigmoidBackward" in str(exc))
+
+    thread = threading.Thread(target=probe, name="vramscope-autograd-probe", daemon=True)
+    thread.start()
+    thread.join(5.0)
+    return bool(found and found[0])
+
+
+_FULL_NAMES = _names_in_full()
 
 
 class Saved:
@@ -67,7 +91,8 @@ def modified_message(saved: Saved) -> str:
     if origin is None and t.grad_fn is not None:
         origin = (t.grad_fn.name(), t.output_nr)
     if origin is not None:
-        text += f", which is output {origin[1]} of {_BACKWARD.sub('', origin[0])},"
+        name = origin[0] if _FULL_NAMES else _BACKWARD.sub("", origin[0])
+        text += f", which is output {origin[1]} of {name},"
     text += f" is at version {t._version}; expected version {saved.version} instead."
     if torch.is_anomaly_enabled():
         return text + (
