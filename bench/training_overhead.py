@@ -1,7 +1,7 @@
 """What watching costs a training loop: vramscope on vs off, side by side, in a real kernel.
 
-One kernel (jupyter_client), three workloads built in it (a GPT-style decoder, a conv net
-with BatchNorm, a many-small-ops MLP), each trained in blocks of steps, one block per cell as
+One kernel (jupyter_client), four workloads built in it (a GPT-style decoder, a conv net
+with BatchNorm, a many-small-ops MLP, a peft LoRA model), each trained in blocks of steps, one block per cell as
 a notebook runs them. Every round runs one block per arm, each between two ``off`` blocks
 (off, arm, off, arm, ..., off), and compares it with the geometric mean of its two neighbours,
 so a drift of the shared machine's speed cancels to first order; the arms' order rotates and
@@ -25,7 +25,7 @@ ratios over rounds and their quartiles, for torch's default thread count
 and for 1 thread. ``--record`` writes the table to bench/RESULTS.md. No asserts.
 
     python bench/training_overhead.py [--rounds 8] [--block 0.8] [--quick] [--record]
-        [--arms off2,sampler,all] [--threads default|1|both] [--workloads gpt,conv,mlp]
+        [--arms off2,sampler,all] [--threads default|1|both] [--workloads gpt,conv,mlp,lora]
 """
 
 from __future__ import annotations
@@ -127,6 +127,20 @@ elif WORKLOAD == "conv":
     opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
     xb, yb = torch.randn(16, 3, 32, 32), torch.randint(0, 10, (16,))
     loss_of = F.cross_entropy
+elif WORKLOAD == "lora":
+    from peft import LoraConfig, get_peft_model
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    base = LlamaForCausalLM(LlamaConfig(
+        vocab_size=2048, hidden_size=128, intermediate_size=344, num_hidden_layers=4,
+        num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=128))
+    targets = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+    model = get_peft_model(base, LoraConfig(r=8, lora_alpha=16, target_modules=targets))
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
+    xb = torch.randint(0, 2048, (4, 64))
+    yb = torch.randint(0, 2048, (4, 64))
+    def loss_of(out, y):
+        return F.cross_entropy(out.logits.flatten(0, 1), y.flatten())
 else:
     model = SmallOps()
     opt = torch.optim.Adam(model.parameters(), lr=1e-4)
@@ -168,6 +182,8 @@ WORKLOADS = {
     "gpt": "GPT-style decoder (3 blocks, d=128, 4 heads, batch 8 x 64 tokens, AdamW)",
     "conv": "conv net with BatchNorm and residuals (batch 16 x 3x32x32, SGD momentum)",
     "mlp": "many small ops (16 x LayerNorm+Linear(64)+GELU+residual, batch 64, Adam)",
+    "lora": "peft LoRA (r=8, every linear layer adapted) on a Llama layout (4 layers, d=128, "
+    "batch 4 x 64 tokens, AdamW over the adapters)",
 }
 
 
@@ -301,7 +317,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--block", type=float, default=0.8, help="seconds of steps per block")
     parser.add_argument("--hz", type=float, default=10.0, help="the sampler's rate when on")
-    parser.add_argument("--workloads", default="gpt,conv,mlp")
+    parser.add_argument("--workloads", default="gpt,conv,mlp,lora")
     parser.add_argument(
         "--arms", default=",".join(ARMS[1:]), help="the arms to run (off is always run)"
     )
