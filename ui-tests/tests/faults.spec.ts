@@ -57,10 +57,9 @@ async function untitledWithPanel(page: IJupyterLabPageFixture): Promise<void> {
 }
 
 test('a page reload mid-training rebuilds the panel from the kernel', async ({
-  page
+  page,
+  pageErrors
 }) => {
-  const errors: string[] = [];
-  page.on('pageerror', err => errors.push(String(err)));
   await untitledWithPanel(page);
   await runCode(page, 0, 'kept = bytearray(16 * 1024 * 1024)');
   await expect(rows(page)).toHaveCount(1);
@@ -96,11 +95,12 @@ test('a page reload mid-training rebuilds the panel from the kernel', async ({
     1
   );
   await expect(rows(page).filter({ hasText: 'import time' })).toHaveCount(1);
-  expect(errors.filter(e => /vramscope/i.test(e))).toEqual([]);
+  expect(pageErrors.filter(e => /vramscope/i.test(e))).toEqual([]);
 });
 
 test('one notebook open in two browser tabs: both panels follow the kernel', async ({
   page,
+  pageErrors,
   context,
   baseURL,
   tmpPath
@@ -110,9 +110,7 @@ test('one notebook open in two browser tabs: both panels follow the kernel', asy
   await expect(rows(page)).toHaveCount(1);
   await page.notebook.save();
 
-  const second = await context.newPage();
-  const errors: string[] = [];
-  second.on('pageerror', err => errors.push(String(err)));
+  const second = await context.newPage(); // pageErrors has this page's errors too
   await second.goto(`${baseURL}/lab/tree/${tmpPath}/Untitled.ipynb`);
   await second.waitForFunction(() => {
     const app = (window as any).jupyterapp;
@@ -133,7 +131,7 @@ test('one notebook open in two browser tabs: both panels follow the kernel', asy
   await expect(rows(page)).toHaveCount(2);
   await expect(rows2).toHaveCount(2);
   await expect(rows2.filter({ hasText: 'second = bytearray' })).toHaveCount(1);
-  expect(errors.filter(e => /vramscope/i.test(e))).toEqual([]);
+  expect(pageErrors.filter(e => /vramscope/i.test(e))).toEqual([]);
   await second.close();
 });
 
@@ -253,10 +251,9 @@ test.describe('a non-Python kernel', () => {
   });
 
   test('says it needs a Python kernel and sends the kernel nothing', async ({
-    page
+    page,
+    pageErrors
   }) => {
-    const errors: string[] = [];
-    page.on('pageerror', err => errors.push(String(err)));
     await newNotebookShowing(page, 'echo.ipynb', ECHO, 'unsupported-kernel');
     await expect(
       page.locator('#vramscope-panel .vramscope-Status-message')
@@ -271,6 +268,6 @@ test.describe('a non-Python kernel', () => {
     const log = fs.readFileSync(path.join(echoDir, 'executed.log'), 'utf8');
     expect(log).toBe("'hello from echo'\n");
     await expect(rows(page)).toHaveCount(0);
-    expect(errors.filter(e => /vramscope/i.test(e))).toEqual([]);
+    expect(pageErrors.filter(e => /vramscope/i.test(e))).toEqual([]);
   });
 });

@@ -11,9 +11,10 @@ import { newNotebookWithPanel, rows, runCode, test } from './lab';
 
 const MARKUP = '<img src=x onerror="window.__pwned=1">';
 
-test('hostile names and sources are shown as text', async ({ page }) => {
-  const errors: string[] = [];
-  page.on('pageerror', err => errors.push(String(err)));
+test('hostile names and sources are shown as text', async ({
+  page,
+  pageErrors
+}) => {
   await newNotebookWithPanel(page, 'hostile «name» \u202e.ipynb');
   await runCode(
     page,
@@ -44,5 +45,5 @@ test('hostile names and sources are shown as text', async ({ page }) => {
       ).length
     }))
   ).toEqual({ pwned: null, imgs: 0 });
-  expect(errors).toEqual([]);
+  expect(pageErrors).toEqual([]);
 });

@@ -10,14 +10,25 @@ import {
 import type { APIRequestContext, Locator, Page } from '@playwright/test';
 import * as path from 'path';
 
-import { debuggerAnswered, ROOT, watchDebugRequests } from './utils';
+import {
+  debuggerAnswered,
+  pageErrorFixtures,
+  type PageErrorFixtures,
+  ROOT,
+  watchDebugRequests
+} from './utils';
 
 /**
  * galata's `test`, which after each test waits until the page's kernel connections have
- * settled (see `kernelsSettled`) before the page is closed, and which shuts down the kernels
- * that earlier tests left on the server while the test runs (see `leftKernels`).
+ * settled (see `kernelsSettled`) before the page is closed, which shuts down the kernels
+ * that earlier tests left on the server while the test runs (see `leftKernels`), and whose
+ * `pageErrors` fixture collects the page errors a spec asserts on, JupyterLab's cancelled
+ * debug request left out (utils.ts, `pageErrorFixtures`: the one place that tolerates it).
  */
-export const test = galataTest.extend<{ settleKernels: void }>({
+export const test = galataTest.extend<
+  { settleKernels: void } & PageErrorFixtures
+>({
+  ...pageErrorFixtures,
   settleKernels: [
     async ({ page, request }, use) => {
       // Listed before the test starts any kernel; shut down while it runs, the errors kept

@@ -5,16 +5,21 @@
  */
 import * as fs from 'fs';
 import * as path from 'path';
-import { expect, type Page, test } from '@playwright/test';
+import { expect, type Page, test as base } from '@playwright/test';
 
 import {
   debuggerAnswered,
   IMPORT_TORCH,
+  pageErrorFixtures,
+  type PageErrorFixtures,
   panelBuilt,
   ROOT,
   screenshotPath,
   watchDebugRequests
 } from './utils';
+
+/** Playwright's `test` with the specs' shared `pageErrors` fixture (utils.ts). */
+const test = base.extend<PageErrorFixtures>(pageErrorFixtures);
 
 const NB_URL = process.env.VRAMSCOPE_NB_URL as string;
 const NAME = 'notebook7.ipynb';
@@ -73,11 +78,11 @@ test.describe('Jupyter Notebook 7 (issue 2)', () => {
 
   test('the cell footer and the right-sidebar panel show +64.0 MiB', async ({
     page,
+    pageErrors,
     request
   }) => {
     await page.setViewportSize({ width: 1400, height: 820 });
-    const errors: string[] = [];
-    page.on('pageerror', err => errors.push(String(err)));
+    const errors: string[] = []; // the console's
     watchDebugRequests(page);
     page.on('console', msg => {
       if (msg.type() === 'error') {
@@ -223,6 +228,8 @@ test.describe('Jupyter Notebook 7 (issue 2)', () => {
       )
       .toBeLessThanOrEqual(60.5);
     await page.screenshot({ path: screenshotPath('notebook7.png') });
-    expect(errors.filter(e => /vramscope/i.test(e))).toEqual([]);
+    expect(
+      [...pageErrors, ...errors].filter(e => /vramscope/i.test(e))
+    ).toEqual([]);
   });
 });

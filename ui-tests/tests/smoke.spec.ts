@@ -8,11 +8,9 @@ import { panelBuilt } from './utils';
  * plugins activated (no JupyterLab rebuild involved).
  */
 test('JupyterLab loads with the vramscope extension activated', async ({
-  page
+  page,
+  pageErrors
 }) => {
-  const errors: string[] = [];
-  page.on('pageerror', err => errors.push(String(err)));
-
   await expect(page.locator('#jp-main-dock-panel')).toBeVisible();
 
   const plugins = await page.evaluate(() => {
@@ -29,7 +27,7 @@ test('JupyterLab loads with the vramscope extension activated', async ({
       activated: true
     });
   }
-  expect(errors.filter(e => /vramscope/i.test(e))).toEqual([]);
+  expect(pageErrors.filter(e => /vramscope/i.test(e))).toEqual([]);
 
   if (panelBuilt()) {
     // The memory panel is in the right sidebar.

@@ -47,11 +47,10 @@ test.use({ kernels: null, sessions: null });
 
 test('soak: Run All three times, a page reload and a kernel restart before the third', async ({
   page,
+  pageErrors,
   tmpPath
 }) => {
   test.setTimeout(170_000);
-  const errors: string[] = [];
-  page.on('pageerror', err => errors.push(String(err)));
   await openNotebookFile(page, `${tmpPath}/soak.ipynb`, SOURCES);
   await connected(page);
 
@@ -109,5 +108,5 @@ test('soak: Run All three times, a page reload and a kernel restart before the t
   for (const heap of [first, second, last]) {
     expect(heap).toBeLessThan(HEAP_BOUND);
   }
-  expect(errors).toEqual([]);
+  expect(pageErrors).toEqual([]);
 });
