@@ -2,7 +2,8 @@
 
 One kernel (jupyter_client), four workloads built in it (a GPT-style decoder, a conv net
 with BatchNorm, a many-small-ops MLP, a peft LoRA model), each trained in blocks of steps,
-one block per cell as a notebook runs them. Every round runs one block per arm, each between two ``off`` blocks
+one block per cell as a notebook runs them. Every round runs one block per arm, each between
+two ``off`` blocks
 (off, arm, off, arm, ..., off), and compares it with the geometric mean of its two neighbours,
 so a drift of the shared machine's speed cancels to first order; the arms' order rotates and
 reverses from round to round:
