@@ -218,3 +218,25 @@ def test_the_baseline_and_the_import_watch_do_not_import_insight_link() -> None:
     assert not {"insight_link", "insight", "torch_baseline"} & imports("torch_import")
     assert "torch_baseline" in imports("insight.breakdown")
     assert "torch_import" in imports("insight_link")
+
+
+def test_the_walks_own_temporaries_do_not_count_as_a_change(
+    ns: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The totals compared with are read once the walk's temporaries are freed (the storage
+    cache alone is ~15 MB at 10,000 modules): else every cell would walk again."""
+    from vramscope.insight import _torchutil
+
+    def reading(dev: str) -> dict[str, int] | None:
+        walking = _torchutil._CACHE is not None and len(_torchutil._CACHE) > 0
+        return {"used": 100 * MIB + (8 * MIB if walking else 0)} if dev == "cpu" else None
+
+    engine = InsightEngine(namespace=ns, total_fn=reading, min_holder_bytes=1024)
+    engine.install()
+    try:
+        cell(engine, lambda: train(ns))
+        walks = Walks(monkeypatch)
+        cell(engine)
+        assert walks.calls == 0
+    finally:
+        engine.uninstall()

@@ -200,6 +200,17 @@ def finish_breakdown(
     return out
 
 
+def measured_totals(devices: Iterable[str], total_fn: Optional[TotalFn] = None) -> dict[str, int]:
+    """Each device's measured total, as :func:`finish_breakdown` reads it."""
+    out: dict[str, int] = {}
+    for dev in devices:
+        reading = total_fn(dev) if total_fn is not None else None
+        measured, _ = _from_reading(dev, reading) if reading is not None else _measure(dev)
+        if measured is not None:
+            out[dev] = int(measured)
+    return out
+
+
 def _runtime_part(dev: str, entry: Mapping[str, int]) -> dict[str, Any]:
     """Since 1.1: the runtime baseline's share of ``other`` after ``other_tensors`` (CPU) or
     of ``outside_pytorch`` (CUDA), or the note saying why it was not measured."""

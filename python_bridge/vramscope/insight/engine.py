@@ -27,7 +27,7 @@ from ._torchutil import (
     storage_keys,
 )
 from .activations import ActivationTracker, LayerStat
-from .breakdown import TotalFn, claim_models, finish_breakdown
+from .breakdown import TotalFn, claim_models, finish_breakdown, measured_totals
 from .holder_scan import ScanState, scan_holders
 from .holders import ScanLimits, user_items
 from .reuse import OTHER, Kept, memory_moved, peaks_reset, totals, world_key
@@ -71,6 +71,7 @@ class InsightEngine:
         #: the parts of the last after-cell insight that walked the models (reuse.py)
         self._kept: Optional[Kept] = None
         self._peaks_reset: Optional[tuple[Any, int]] = None  # tracker (epoch, bytes) then
+        self._settle = False  # the models were walked or scanned: read the totals after
 
     # -- public API --------------------------------------------------------------------
 
@@ -113,6 +114,7 @@ class InsightEngine:
         scan over ``budget_ms`` is marked ``partial``: :meth:`continue_scan` goes on."""
         try:
             insight = self._insight(None, budget_ms, resumable=True, after_cell=True)
+            self._settle_totals()
             self._tracker.reset_stack()
             self._reset_peaks()
             self.last_insight = insight
@@ -128,6 +130,7 @@ class InsightEngine:
             return None
         try:
             insight = self._insight(None, budget_ms, resumable=True)
+            self._settle_totals()
             self.last_insight = insight
             return insight
         except Exception as exc:
@@ -207,6 +210,7 @@ class InsightEngine:
             kept = self._compute(modules, optimizers, model_override, key if resumable else ())
             breakdown = finish_breakdown(kept.claims, live, self._total_fn)
             kept.totals = totals(breakdown)
+            self._settle = self._settle or resumable
         assert breakdown is not None
         if resumable:
             self._kept = kept
@@ -214,6 +218,7 @@ class InsightEngine:
         if resumable and self._scan is None and kept.holders is not None:
             holders, stopped = kept.holders, None  # the scan over these models completed
         else:
+            self._settle = self._settle or resumable
             if resumable and self._scan is not None:  # a holder too large for one slice
                 budget_ms *= 2 ** min(self._scan.stalled, 10)
             holders, stopped = scan_holders(
@@ -293,11 +298,19 @@ class InsightEngine:
         ref = weakref.ref(model) if model is not None else None
         return Kept(key, name, ref, models, layers, claims, excluded, claims.tensors)
 
+    def _settle_totals(self) -> None:
+        """After a walk or a holders scan slice, once its temporaries are gone (the storage
+        cache alone is ~15 MB at 10,000 modules): the totals the next cells are compared
+        with (reuse.GATES)."""
+        if self._settle and self._kept is not None:
+            self._kept.totals = measured_totals(list(self._kept.totals), self._total_fn)
+        self._settle = False
+
     def _reset_peaks(self) -> None:
         """The per-layer peaks start again from the live figures (skipped when no forward
         was measured and nothing was freed since the last time: they are equal already)."""
         tracker = self._tracker
-        now = (getattr(tracker, "_epoch", None), tracker.total_bytes())
+        now = (getattr(tracker, "epoch", None), tracker.total_bytes())
         if now[0] is None or now != self._peaks_reset:
             tracker.reset_peaks()
             if self._kept is not None:  # the rows the next cell shows, unless it runs a model

@@ -17,9 +17,10 @@ tell without walking a model:
 - no device's measured total moved past its gate since the parts were computed (:data:`GATES`:
   on CPU 1 MiB, the smallest holder listed; an accelerator's allocator: not at all): what
   changes a model's storages without a forward (``model.half()``, ``zero_grad()``, an
-  optimizer's first step, ``del``) allocates or frees their bytes. On CPU, such a change of
-  less than 1 MiB shows at the next walk (the next forward of a model, a name bound to
-  another object, or once the total has drifted 1 MiB).
+  optimizer's first step, ``del``) allocates or frees their bytes. The totals compared with
+  are read after the walk or holders scan slice, once its own temporaries are freed. On CPU,
+  such a change of less than 1 MiB shows at the next walk (the next forward of a model, a
+  name bound to another object, or once the total has drifted 1 MiB).
 
 Each device's measured total, the live activations, the namespace's unclaimed tensors and
 the runtime baseline are read again after every cell (they are cheap). Models so small that
