@@ -79,6 +79,22 @@ def tp_try(fn):
     return out
 
 
+def tp_warns(fn):
+    """Run fn; print the warnings it gave (the prelude ignores warnings otherwise)."""
+    with _tp_warnings.catch_warnings(record=True) as rec:
+        _tp_warnings.simplefilter("always")
+        out = fn()
+    print("warnings:", [(w.category.__name__, str(w.message)[:60]) for w in rec])
+    return out
+
+
+def tp_modes():
+    """The dispatch modes on the stack, by class name."""
+    from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
+
+    return [type(m).__name__ for m in _get_current_dispatch_mode_stack()]
+
+
 class TpCount:
     """A torch.compile backend that counts the graphs and their nodes."""
 
@@ -535,6 +551,81 @@ PROBES: tuple[Probe, ...] = (
             "out.sum().backward(); print(tp_hash(p33_net))",
         ),
         model="p33_net",
+    ),
+    Probe(
+        "user_saved_tensors_hooks_pushed_by_root_module_hooks",
+        (
+            "from torch.func import grad\n"
+            "p57_net = tp_mlp(); p57_x, _ = tp_data(); p57_packed = []\n"
+            "p57_ctx = torch.autograd.graph.saved_tensors_hooks("
+            "lambda t: (p57_packed.append(1), t)[1], lambda t: t)\n"
+            "_ = p57_net.register_forward_pre_hook(lambda m, a: p57_ctx.__enter__())\n"
+            "_ = p57_net.register_forward_hook(lambda m, a, o: p57_ctx.__exit__(None, None, None))",
+            "out = p57_net(p57_x)\n"
+            "print(len(p57_packed), torch._C._autograd._top_saved_tensors_default_hooks(False))\n"
+            "tp_try(lambda: grad(lambda z: z.sin().sum())(p57_x))\n"
+            "out.sum().backward(); print(tp_hash(p57_net))",
+        ),
+        model="p57_net",
+        steps=False,
+    ),
+    Probe(
+        "optimizer_step_in_backward",
+        (
+            "p46_net = tp_mlp(); p46_x, p46_y = tp_data()\n"
+            "p46_opts = {p: torch.optim.SGD([p], lr=0.1) for p in p46_net.parameters()}\n"
+            "def p46_hook(p):\n"
+            "    p46_opts[p].step(); p46_opts[p].zero_grad()\n"
+            "for p in p46_net.parameters():\n"
+            "    _ = p.register_post_accumulate_grad_hook(p46_hook)",
+            "for _ in range(3):\n"
+            "    F.mse_loss(p46_net(p46_x), p46_y).backward()\n"
+            "print(tp_hash(p46_net))",
+            "print(tp_modes())\nfor _ in range(3):\n"
+            "    F.mse_loss(p46_net(p46_x), p46_y).backward()\n"
+            "print(tp_hash(p46_net))",
+            "print(tp_modes())",
+        ),
+        model="p46_net",
+    ),
+    Probe(
+        "jit_trace_warnings_and_graph",
+        (
+            "p41_net = tp_mlp(); p41_x, _ = tp_data()",
+            "p41_t = tp_warns(lambda: torch.jit.trace(p41_net, p41_x))\n"
+            "print(len(list(p41_t.graph.nodes())), tp_hash(p41_t(p41_x)))",
+        ),
+        model="p41_net",
+    ),
+    Probe(
+        "first_compile_inside_a_step",
+        (
+            "p47_net = tp_mlp(); p47_opt = torch.optim.SGD(p47_net.parameters(), lr=0.1)\n"
+            "p47_c = TpCount()\n"
+            "@torch.compile(backend=p47_c)\n"
+            "def p47_loss(out, y):\n"
+            "    return ((out - y) ** 2).mean() + out.abs().mean()",
+            "print(tp_train(p47_net, p47_opt, loss_fn=p47_loss), p47_c)",
+            "print(tp_train(p47_net, p47_opt, loss_fn=p47_loss), p47_c)",
+        ),
+        model="p47_net",
+    ),
+    Probe(
+        "dispatch_mode_of_the_users_around_backward_and_step",
+        (
+            "from torch.utils.flop_counter import FlopCounterMode\n"
+            "p45_net = tp_mlp(); p45_opt = torch.optim.SGD(p45_net.parameters(), lr=0.1)\n"
+            "p45_x, p45_y = tp_data()",
+            "p45_opt.zero_grad(); loss = F.mse_loss(p45_net(p45_x), p45_y)\n"
+            "with FlopCounterMode(display=False) as fc:\n"
+            "    loss.backward(); p45_opt.step()\n"
+            "print(fc.get_total_flops(), tp_hash(p45_net))",
+            "print(tp_modes())\nprint(tp_train(p45_net, p45_opt), tp_modes())",
+            "c = TpCount(); f = torch.compile(lambda a: (a.sin() * 2).sum(), backend=c)\n"
+            "print(tp_hash(f(p45_x)), c, tp_modes())",
+        ),
+        model="p45_net",
+        steps=False,
     ),
     Probe(
         "compile_module",

@@ -190,10 +190,20 @@ class ActivationTracker:
         self._active = None
         self._stack.clear()
         if self._pushed:
-            top = torch._C._autograd._top_saved_tensors_default_hooks(False)
+            autograd = torch._C._autograd
+            top = autograd._top_saved_tensors_default_hooks(False)
             if top is not None and top[0] == self._pack:
-                torch._C._autograd._pop_saved_tensors_default_hooks()
+                autograd._pop_saved_tensors_default_hooks()
                 self._pushed = False
+            elif top is not None:
+                # the user's pair pushed above ours during the forward (a root forward
+                # hook of theirs that offloads activations): ours come out from under it
+                autograd._pop_saved_tensors_default_hooks()
+                below = autograd._top_saved_tensors_default_hooks(False)
+                if below is not None and below[0] == self._pack:
+                    autograd._pop_saved_tensors_default_hooks()
+                    self._pushed = False
+                autograd._push_saved_tensors_default_hooks(*top)
             # else: hooks the user pushed inside the forward and left above ours; ours stay
             # below them, counting nothing, and are popped at the next boundary that can
 

@@ -159,18 +159,23 @@ class RootWatch:
     def _on_pre(self, module: torch.nn.Module, args: Any, kwargs: Any) -> None:
         if torch.compiler.is_compiling():
             return  # traced by Dynamo: nothing in the graph
+        if _tracing_state() is not None:
+            return  # torch.jit.trace: its tracer would warn about our reads
         self._pre(module, args, kwargs)
         follower = self._followers.get(id(module))
         if follower is not None:
             follower[0](module, args)
 
     def _on_post(self, module: torch.nn.Module, args: Any, output: Any) -> None:
-        if torch.compiler.is_compiling():
+        if torch.compiler.is_compiling() or _tracing_state() is not None:
             return
         follower = self._followers.get(id(module))
         if follower is not None:
             follower[1](module, args, output)
         self._post(module, args, output)
+
+
+_tracing_state = torch._C._get_tracing_state
 
 
 class _Hook:

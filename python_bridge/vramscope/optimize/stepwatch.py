@@ -184,6 +184,7 @@ class StepWatch:
         self._cell_key = cell_key
         self._follow = follow
         self._unfollow: Callable[[], None] | None = None
+        self._stale: list[Any] = []  # closed step modes still on the dispatch stack
         #: why the last step was not followed (None: it was, or none came)
         self.skipped: str | None = None
         self.measured = 0  # steps measured so far
@@ -239,6 +240,7 @@ class StepWatch:
         if _torch is not None and _torch.compiler.is_compiling():
             return  # traced by Dynamo: nothing in the graph
         try:
+            self._sweep()
             if self._open is not None:
                 self._forwards += 1  # one more micro-batch of the open step
                 return
@@ -328,6 +330,7 @@ class StepWatch:
         if self._open is not None:
             self._done = self._open[0]
             self._close()
+        self._sweep()
 
     def _close(self) -> None:
         for handle in self._accumulated:
@@ -337,14 +340,29 @@ class StepWatch:
             return
         mode: Any = self._open[1]
         self._open = None
-        mode.closed = True  # counts nothing more, even if it cannot be popped below
-        try:
-            from torch.utils._python_dispatch import _get_current_dispatch_mode
+        mode.closed = True  # counts nothing more, even before it is popped
+        self._stale.append(mode)
+        self._sweep()
 
-            top: Any = _get_current_dispatch_mode()
-            if top is not mode:
-                return  # another mode above it (left pushed, it counts nothing)
-            mode.__exit__(None, None, None)
+    def _sweep(self) -> None:
+        """Pop the closed modes that are on top of the dispatch stack. One cannot be popped
+        while a mode of the user's is above it (it waits for theirs to end), nor inside
+        backward (an optimizer step run from a gradient hook): autograd puts the stack it
+        began with back when backward ends, so it is popped at the next forward or cell end."""
+        if not self._stale:
+            return
+        try:
+            torch = sys.modules["torch"]
+            from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
+
+            if torch._C._current_graph_task_id() != -1:
+                return
+            stack: list[Any] = list(_get_current_dispatch_mode_stack())
+            self._stale = [m for m in self._stale if any(m is s for s in stack)]
+            while self._stale and stack and any(stack[-1] is m for m in self._stale):
+                top = stack.pop()
+                top.__exit__(None, None, None)
+                self._stale = [m for m in self._stale if m is not top]
         except Exception:
             pass
 
