@@ -199,16 +199,6 @@ class Runtime:
                     return None
         return None
 
-    def _accelerator_readings(self) -> dict[str, DeviceSample]:
-        readings: dict[str, DeviceSample] = {}
-        for device in self.devices:
-            if device.kind != "cpu":
-                try:
-                    readings[device.id] = device.read()
-                except Exception:
-                    continue
-        return readings
-
     def device_infos(self, samples: Mapping[str, DeviceSample] | None = None) -> list[DeviceInfo]:
         infos: list[DeviceInfo] = []
         for device in self.devices:
@@ -417,7 +407,8 @@ class Runtime:
             self.bridge.broadcast(self.devices_message())
             # the cell that imported torch may have initialised CUDA: its context's size,
             # which that cell's end readings (of the devices known when it began) lack
-            BASELINE.observe_cuda(self._accelerator_readings())
+            readings = {d.id: self.device_reading(d.id) for d in self.devices if d.kind != "cpu"}
+            BASELINE.observe_cuda({k: v for k, v in readings.items() if v is not None})
         self._send_cells(with_self_bytes=True)
         if self.settings["insight"] and "torch" in sys.modules:
             # coalesced: in a Run All of quick cells only the newest insight runs, when idle
