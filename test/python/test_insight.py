@@ -156,7 +156,10 @@ def test_saved_bytes_match_bytes_freed_when_graph_dropped(
     # tensor the detached tensor our pack hook keeps with its weakref: 64-68 KB measured here
     # for 41 storages, in every try (so not noise), bounded by 1.5 KiB a storage plus 16 KiB
     # (77.5 KiB); one missed activation of this model (>= 32 KiB) goes over.
-    assert min(errors) < 16 * KIB + storages * 3 * KIB // 2, (errors, storages)
+    # Since the pack hook keeps a Saved (tensor + version) per saved tensor: 77-80 KB
+    # measured in every try for 40 storages, so 2 KiB a storage plus 16 KiB (96 KiB); a
+    # missed activation (>= 32 KiB) still goes over.
+    assert min(errors) < 16 * KIB + storages * 2 * KIB, (errors, storages)
     assert engine.tracker.total_bytes() == 0
 
 
