@@ -46,6 +46,8 @@ export interface ISuggestion {
   code: string;
   undo_code: string | null;
   target_cell: ICellRef | null;
+  /** Since 1.2: applied; its card stays (with its undo cell) after it is no longer offered. */
+  applied?: boolean;
 }
 
 export interface IMistake {
@@ -76,9 +78,17 @@ export interface IOutcome {
   before: IMeasured | null;
   after: IMeasured | null;
   miss_fraction: number | null;
-  /** The measured saving missed the prediction by more than 20%. */
+  /** The measured saving missed the prediction by more than 20% (either figure). */
   missed: boolean;
+  /** Since 1.2: how far the step-peak saving is from its prediction (null: not compared). */
+  step_peak_miss_fraction?: number | null;
+  /** Since 1.2: pending, met, missed, or undone (the run after it re-created what it changed). */
+  verdict?: OutcomeVerdict;
+  /** Since 1.2: why the verdict is what it is, in words. */
+  note?: string | null;
 }
+
+export type OutcomeVerdict = 'pending' | 'met' | 'missed' | 'undone';
 
 export interface IAdvice {
   model: string | null;

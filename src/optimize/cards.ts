@@ -277,6 +277,15 @@ function missText(what: string, miss: number | null, missed: boolean): string {
 export function verdicts(
   o: IOutcome
 ): { key: string; text: string; missed: boolean }[] {
+  if (o.verdict === 'undone') {
+    return [
+      {
+        key: 'undone',
+        text: `Not measured: ${o.note ?? 'the run after it undid the change.'}`,
+        missed: true
+      }
+    ];
+  }
   if (!o.after) {
     const text = o.before
       ? 'Run the training cell again to measure the change.'

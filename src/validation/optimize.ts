@@ -25,18 +25,22 @@ const predicted = object({
   saving_fraction: nullable(fraction)
 });
 
-const suggestion = object({
-  id: str,
-  technique: str,
-  title: str,
-  why: array(str),
-  predicted,
-  cost: object({ text: str, factor: nullable(nonNeg) }),
-  kind: literal('enable', 'rewrite', 'template', 'free'),
-  code: str,
-  undo_code: nullable(str),
-  target_cell: nullable(cellRef)
-});
+const suggestion = object(
+  {
+    id: str,
+    technique: str,
+    title: str,
+    why: array(str),
+    predicted,
+    cost: object({ text: str, factor: nullable(nonNeg) }),
+    kind: literal('enable', 'rewrite', 'template', 'free'),
+    code: str,
+    undo_code: nullable(str),
+    target_cell: nullable(cellRef),
+    applied: bool
+  },
+  ['applied'] // since 1.2
+);
 
 const mistake = object({
   id: str,
@@ -55,16 +59,22 @@ const measured = object({
   execution_count: nullable(int)
 });
 
-const outcome = object({
-  suggestion_id: str,
-  technique: str,
-  title: str,
-  predicted,
-  before: nullable(measured),
-  after: nullable(measured),
-  miss_fraction: nullable(nonNeg),
-  missed: bool
-});
+const outcome = object(
+  {
+    suggestion_id: str,
+    technique: str,
+    title: str,
+    predicted,
+    before: nullable(measured),
+    after: nullable(measured),
+    miss_fraction: nullable(nonNeg),
+    missed: bool,
+    step_peak_miss_fraction: nullable(nonNeg),
+    verdict: literal('pending', 'met', 'missed', 'undone'),
+    note: nullable(str)
+  },
+  ['step_peak_miss_fraction', 'verdict', 'note'] // since 1.2
+);
 
 const names = ['model', 'optimizer', 'loss_fn', 'data', 'batch'];
 

@@ -120,20 +120,25 @@ def test_an_accumulating_cell_is_not_wrapped_again(k: KernelHarness) -> None:
     k.run_ok(code, "train-accumulating")
     advice = advise(k)
     assert advice["training_cell"]["cell_id"] == "train-accumulating"
-    assert not [s for s in advice["suggestions"] if s["technique"] == "accumulation"]
+    # offered no more; the applied one keeps its card (marked applied, with its undo)
+    accumulation = [s for s in advice["suggestions"] if s["technique"] == "accumulation"]
+    assert [(s["id"], s["applied"]) for s in accumulation] == [("accumulate:2", True)]
     count = advice["training_cell"]["execution_count"]
     assert (
         f"gradient accumulation: training cell [{count}] already runs 2 micro-batches per "
         "step: to split further, raise its accum_steps"
     ) in advice["notes"]
     for s in advice["suggestions"]:  # no other rewrite nests the loop either
+        if s["applied"]:
+            continue
         assert s["code"].count("# vramscope: accumulate:") <= 1
         assert "_micro_micro" not in s["code"]
     # the marker deleted, the loop kept: still recognised
     k.run_ok(code.replace("# vramscope: accumulate:2\n", ""), "train-unmarked")
     advice = advise(k)
     assert advice["training_cell"]["cell_id"] == "train-unmarked"
-    assert not [s for s in advice["suggestions"] if s["technique"] == "accumulation"]
+    offered = [s for s in advice["suggestions"] if not s["applied"]]
+    assert not [s for s in offered if s["technique"] == "accumulation"]
     # the plain cell again: offered again
     k.run_ok(TRAIN, "train-plain-again")
     assert by_technique(advise(k), "accumulation")["id"] == "accumulate:2"

@@ -10,6 +10,9 @@ from typing import Literal, TypedDict
 
 SuggestionKind = Literal["enable", "rewrite", "template", "free"]
 SearchState = Literal["running", "done", "failed"]
+#: since 1.2: pending (no training run after it yet), met, missed (> 20% off either
+#: prediction), undone (the run after it re-created what the suggestion changed)
+OutcomeVerdict = Literal["pending", "met", "missed", "undone"]
 
 
 class CellRef(TypedDict):
@@ -38,7 +41,7 @@ class Cost(TypedDict):
     factor: float | None
 
 
-class Suggestion(TypedDict):
+class _SuggestionFields(TypedDict):
     id: str
     technique: str
     title: str
@@ -49,6 +52,11 @@ class Suggestion(TypedDict):
     code: str
     undo_code: str | None
     target_cell: CellRef | None
+
+
+class Suggestion(_SuggestionFields, total=False):
+    #: since 1.2: the suggestion was applied (its card stays, with its undo cell)
+    applied: bool
 
 
 class Mistake(TypedDict):
@@ -77,6 +85,11 @@ class Outcome(TypedDict):
     after: Measured | None
     miss_fraction: float | None
     missed: bool
+    #: since 1.2: |measured step-peak saving - predicted| / predicted (null: not compared)
+    step_peak_miss_fraction: float | None
+    verdict: OutcomeVerdict
+    #: since 1.2: why the verdict is what it is, in words (null: nothing to add)
+    note: str | None
 
 
 class Advice(TypedDict):

@@ -14,8 +14,9 @@ import weakref
 from typing import Any, Callable
 
 from ..messages.optimize import Advice, Suggestion
-from .names import CellSource, is_training_source
+from .names import CellSource
 from .outcomes import CellLog, CellRun
+from .roles import is_training
 from .stepwatch import StepWatch
 
 SourceFn = Callable[[int | None], str]
@@ -93,7 +94,7 @@ class Advisor:
         source = self._source_of(count) if self.log.active else ""
         cell = CellSource(count, record.get("cell_id"), source)
         step = self.steps.take(record.get("start_time")) if self.steps is not None else None
-        return self.log.add(cell, record, step)
+        return self.log.add(cell, record, step, self._ns() if self.log.active else None)
 
     def cell_ended(self) -> None:
         """The running cell ended (its post_run_cell): a step left open is dropped."""
@@ -157,13 +158,20 @@ class Advisor:
         return cells
 
     def _training_run(self, cells: list[CellSource]) -> CellRun | None:
+        """The newest cell that trained the model: its step was measured, or its code trains
+        (roles.is_training); one that failed is skipped."""
+        ns = self._ns()
+        steps = {
+            run.cell.execution_count: run.step for run in self.log.recent if run.step is not None
+        }
         for cell in reversed(cells):
-            if is_training_source(cell.source):
-                run = self.log.find_run(cell.execution_count)
-                if run is not None and run.record.get("ok", True):
-                    return self.log.measured_run(run)
-                if run is None:
-                    return CellRun(cell, {}, None)
+            if not is_training(cell.source, steps.get(cell.execution_count), ns):
+                continue
+            run = self.log.find_run(cell.execution_count)
+            if run is not None and run.record.get("ok", True):
+                return self.log.measured_run(run)
+            if run is None:
+                return CellRun(cell, {}, None)
         return self.log.last_training
 
     def _advise(self, torch: Any, model: str | None) -> Advice:
@@ -200,8 +208,9 @@ class Advisor:
         suggestions += _safe(lambda c: simple.inference_mode(c, runs), ctx)
         suggestions += _safe(simple.free_holders, ctx)
         evals = simple.eval_cells(ctx, runs)
-        ranked = rank(suggestions)
+        ranked = [s for s in rank(suggestions) if worth_offering(s, ctx.step)]
         self.log.activate(training_run if training_run and training_run.record else None, ranked)
+        ranked = with_applied(ranked, self.log)
         return {
             "model": ctx.model_name,
             "training_cell": ctx.training.ref if ctx.training else None,  # type: ignore[typeddict-item]
@@ -213,6 +222,40 @@ class Advisor:
             "finder_code": finder_cell.code(ctx),
             "compute_ms": 0.0,
         }
+
+
+#: Below this fraction of the saved activations (and of the measured step's peak) a saving is
+#: not offered (README, "Predictions").
+MIN_SAVING_FRACTION = 0.02
+
+
+def worth_offering(s: Suggestion, step: Any) -> bool:
+    """A memory technique's card is offered when it saves at least ``MIN_SAVING_FRACTION``
+    of the saved activations or of the measured step peak; freeing what holders keep and
+    the fixes for mistakes are always offered."""
+    if s["technique"] not in ("checkpointing", "autocast", "accumulation", "attention"):
+        return True
+    pred = s["predicted"]
+    fraction = pred["saving_fraction"]
+    peak_saving = pred["step_peak_saving_bytes"]
+    peak = getattr(step, "peak", None)
+    if peak and peak_saving is not None and peak_saving >= MIN_SAVING_FRACTION * peak:
+        return True
+    return fraction is None or fraction >= MIN_SAVING_FRACTION
+
+
+def with_applied(ranked: list[Suggestion], log: CellLog) -> list[Suggestion]:
+    """The ranked suggestions, each marked ``applied`` or not, followed by the applied ones
+    no longer offered (the technique is in place): their cards stay, with the undo cell."""
+    out: list[Suggestion] = []
+    seen = set()
+    for s in ranked:
+        seen.add(s["id"])
+        out.append({**s, "applied": s["id"] in log.applied})
+    for sid, applied in log.applied.items():
+        if sid not in seen:
+            out.append({**applied.suggestion, "applied": True})  # type: ignore[typeddict-item]
+    return out
 
 
 def _safe(technique: Callable[[Any], list[Suggestion]], ctx: Any) -> list[Suggestion]:

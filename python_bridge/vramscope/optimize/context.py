@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, TypeVar, cast
 
 from .names import CellSource, Names, StepRegion, find_names, parse, step_region
-from .outcomes import CellRun
+from .outcomes import CellRun, own_peaks
 from .peakmodel import Unit, step_peak
 from .stepwatch import StepFigures
 
@@ -261,26 +261,6 @@ def build_context(
         notes=notes,
         step=step,
     )
-
-
-def own_peaks(
-    layers: list[dict[str, Any]], baseline: dict[str, Any] | None
-) -> list[dict[str, Any]]:
-    """Rows whose peaks leave out what was already saved when the run started (the
-    baseline's live ``saved_bytes``, same model). Rows are copied only when there is any."""
-    if not baseline or baseline.get("model") is None:
-        return layers  # read only: the rows are not copied
-    held = {
-        r["path"]: int(r["saved_bytes"]) for r in baseline.get("layers", ()) if r["saved_bytes"]
-    }
-    if not held:
-        return layers
-    return [
-        {**r, "peak_saved_bytes": max(0, int(r["peak_saved_bytes"]) - held.get(r["path"], 0))}
-        if r["path"] in held
-        else r
-        for r in layers
-    ]
 
 
 def _same_module(measured: str | None, model: Any) -> bool:
