@@ -23,6 +23,9 @@ class InsightLink:
         self._installed = False
         self.unavailable: str | None = None
         self.last: dict[str, Any] | None = None
+        #: the newest after-cell Insight whose layers saved activations (the last measured
+        #: step's per-layer figures, which the next cell's peak reset sets to 0): the report's
+        self.measured: dict[str, Any] | None = None
         self._import_watch: Optional[TorchImportWatch] = None
         # IPython 9 counts a cell before pre_run_cell, older versions after it: the
         # difference to the record's count is learned at the first cell's end
@@ -118,6 +121,9 @@ class InsightLink:
         )
         if result is not None:
             self.last = result
+            rows = result.get("layers") or []
+            if not resume and any(row.get("peak_saved_bytes") for row in rows):
+                self.measured = result
         return result
 
     def snapshot(self, model: str | None) -> dict[str, Any]:

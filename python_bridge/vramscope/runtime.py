@@ -268,6 +268,7 @@ class Runtime:
             cells=self.recorder.history(),
             samples=self.ring.snapshot(),
             insight=insight,
+            measured=self.insight.measured,
             client_errors=self.client_errors,
             advice=self.optimize.report(),
         )

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .downsample import minmax
-from .summary import BREAKDOWN_PARTS, cell_label, main_device, top_layers
+from .summary import breakdown_parts, cell_label, main_device, top_layers
 
 #: Buckets per line: at most ~2 points per bucket, enough for a full-width chart.
 BUCKETS = 1500
@@ -122,7 +122,7 @@ def chart_data(report: Mapping[str, Any]) -> dict[str, Any]:
             for x in top_layers(report, MAX_LAYERS)
         ],
         "breakdown": {
-            plot_text(device): {p: int(b.get(p, 0)) for p in BREAKDOWN_PARTS}
+            plot_text(device): breakdown_parts(device, b)
             for device, b in (report.get("breakdown") or {}).items()
         },
     }

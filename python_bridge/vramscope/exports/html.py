@@ -1,6 +1,7 @@
 """The self-contained HTML report: one file, plotly embedded, no network request at all.
 
-Tables are rendered here with every user string escaped (``html_text``); the charts are drawn
+The page opens with the summary (``exports.answer``), then the charts and the tables. Tables
+are rendered here with every user string escaped (``html_text``); the charts are drawn
 in the page by ``assets/report.js`` from a ``<script type="application/json">`` block written
 with ``script_json`` (``< > &`` and U+2028/2029 escaped, so no string can end the script).
 The page carries a Content-Security-Policy that allows no fetch, image, font or frame source.
@@ -14,11 +15,21 @@ from collections.abc import Iterable, Mapping, Sequence
 from importlib import resources
 from typing import Any
 
+from .answer import answer
 from .chart_data import chart_data
 from .escape import html_text as h
 from .escape import script_json
 from .summary import cell_devices, fmt_time, title
-from .tables import CELL_HEADER, Cell, Table, cell_row, insight_tables, overview_tables
+from .tables import (
+    CELL_HEADER,
+    Cell,
+    Table,
+    cell_row,
+    insight_tables,
+    overview_tables,
+    summary_facts,
+    summary_tables,
+)
 
 CSP = (
     "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
@@ -54,7 +65,7 @@ def _grid(header: Sequence[str], rows: Iterable[Sequence[Cell]], cls: str = "") 
 
 
 def _section(table: Table) -> list[str]:
-    out = [f"<h2>{h(table.heading)}</h2>"]
+    out = [f"<h{table.level}>{h(table.heading)}</h{table.level}>"]
     if table.intro:
         out.append("<p>" + "".join(map(_cell, table.intro)) + "</p>")
     if table.rows or not table.empty:
@@ -62,6 +73,17 @@ def _section(table: Table) -> list[str]:
     else:
         out.append(f"<p>{h(table.empty)}</p>")
     return out
+
+
+def _summary(report: Mapping[str, Any]) -> str:
+    """The answer first: the peak, where and what it was made of (exports.answer)."""
+    found = answer(report)
+    facts = "".join(
+        f"<li><strong>{h(f.label)}</strong>: {''.join(map(_cell, f.text))}</li>"
+        for f in summary_facts(found)
+    )
+    tables = [line for table in summary_tables(found, report) for line in _section(table)]
+    return f'<section class="summary"><h2>Summary</h2><ul>{facts}</ul>{"".join(tables)}</section>'
 
 
 def _sections(report: Mapping[str, Any]) -> list[str]:
@@ -114,7 +136,7 @@ def render_html(report: Mapping[str, Any]) -> str:
             '<meta name="viewport" content="width=device-width, initial-scale=1">',
             f"<title>{h(page_title)}</title><style>{_asset('report.css')}</style></head>",
             f'<body><header><h1>{h(page_title)}</h1><p class="meta">{h(meta)}</p></header>',
-            f"<main>{chart_html}{note}{''.join(_sections(report))}</main>",
+            f"<main>{_summary(report)}{chart_html}{note}{''.join(_sections(report))}</main>",
             f'<script type="application/json" id="vramscope-data">{script_json(data)}</script>',
             f"<script>{_script_safe(plotly_js())}</script>",
             f"<script>{_script_safe(_asset('report.js'))}</script>",

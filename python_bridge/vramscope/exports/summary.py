@@ -86,6 +86,35 @@ def top_layers(report: Mapping[str, Any], n: int = 15) -> list[Mapping[str, Any]
 
 
 BREAKDOWN_PARTS = ("parameters", "gradients", "optimizer_state", "activations", "other")
+#: The parts a report shows: ``other`` split into the runtime baseline and the rest.
+SHOWN_PARTS = ("parameters", "gradients", "optimizer_state", "activations", "runtime", "other")
+PART_LABELS = {
+    "parameters": "parameters",
+    "gradients": "gradients",
+    "optimizer_state": "optimizer state",
+    "activations": "activations",
+    "runtime": "torch runtime",
+    "other": "other",
+}
+
+
+def breakdown_parts(device: str, entry: Mapping[str, Any]) -> dict[str, int]:
+    """A breakdown entry as :data:`SHOWN_PARTS`, which add up to its ``total_bytes``.
+
+    ``runtime`` is the runtime baseline measured at torch's import (``runtime_bytes``) where
+    it is a part of ``other``: on ``cpu``. On an accelerator the baseline (the CUDA context)
+    is outside the allocator's total (a part of ``outside_pytorch``): ``runtime`` is 0 there.
+    """
+    parts = {p: int(entry.get(p) or 0) for p in BREAKDOWN_PARTS}
+    runtime = int(entry.get("runtime_bytes") or 0) if device == "cpu" else 0
+    parts["runtime"] = max(0, min(runtime, parts["other"]))
+    parts["other"] -= parts["runtime"]
+    return {p: parts[p] for p in SHOWN_PARTS}
+
+
+def fmt_count(n: int) -> str:
+    """``225755136`` -> ``225,755,136 B``: the exact figure next to a rounded one."""
+    return f"{int(n):,} B"
 
 
 def title(report: Mapping[str, Any]) -> str:
@@ -94,11 +123,16 @@ def title(report: Mapping[str, Any]) -> str:
     return f"vramscope report: {notebook}" if notebook else "vramscope report"
 
 
+def measured_saving(before: Mapping[str, Any], after: Mapping[str, Any], key: str) -> int | None:
+    """``before[key] - after[key]`` of an outcome's two runs, None unless both have it."""
+    b, a = before.get(key), after.get(key)
+    return b - a if isinstance(b, int) and isinstance(a, int) else None
+
+
 def _versus(predicted: Any, before: Mapping[str, Any], after: Mapping[str, Any], key: str) -> str:
     """A predicted saving next to the measured one (before - after of ``key``, when both runs
     have it: a step peak is null unless both runs had a measured step)."""
-    b, a = before.get(key), after.get(key)
-    got = b - a if isinstance(b, int) and isinstance(a, int) else None
+    got = measured_saving(before, after, key)
     return f"predicted {fmt_bytes(predicted)}, measured {fmt_bytes(got)}"
 
 

@@ -9,12 +9,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal, NamedTuple
 
+from .answer import Answer
 from .summary import (
-    BREAKDOWN_PARTS,
+    PART_LABELS,
+    SHOWN_PARTS,
     CellDevice,
     advice_items,
+    breakdown_parts,
     cell_label,
     fmt_bytes,
+    fmt_count,
     top_layers,
     worst_cells,
 )
@@ -37,6 +41,15 @@ class Table(NamedTuple):
     intro: tuple[Cell, ...] = ()
     #: Said instead of the table when it has no rows.
     empty: str = ""
+    #: Its heading's level (2: a section, 3: a part of the summary).
+    level: int = 2
+
+
+class Fact(NamedTuple):
+    """One line of the summary: what it is about, and its text."""
+
+    label: str
+    text: tuple[Cell, ...]
 
 
 CELL_HEADER = ("cell", "device", "delta", "peak", "status", "code")
@@ -84,6 +97,15 @@ def overview_tables(report: Mapping[str, Any]) -> list[Table]:
     return [devices, *worst]
 
 
+def _breakdown_intro(model: Any, breakdown: Mapping[str, Any]) -> tuple[Cell, ...]:
+    """The model, and why a device's torch runtime baseline was not measured."""
+    out: list[Cell] = [Cell("Model: "), Cell(model, "code"), Cell(". ")] if model else []
+    for dev, b in breakdown.items():
+        if b.get("runtime_note"):
+            out.append(Cell(f"{dev}: torch runtime not measured ({b['runtime_note']}). "))
+    return tuple(out)
+
+
 def insight_tables(report: Mapping[str, Any]) -> list[Table]:
     """The memory breakdown, top layers, holders and optimization results the report has."""
     breakdown = report.get("breakdown") or {}
@@ -91,13 +113,13 @@ def insight_tables(report: Mapping[str, Any]) -> list[Table]:
     tables = [
         Table(
             "Memory breakdown",
-            ("device", "total", *(p.replace("_", " ") for p in BREAKDOWN_PARTS)),
+            ("device", "total", *(PART_LABELS[p] for p in SHOWN_PARTS)),
             [
                 [Cell(dev), Cell(fmt_bytes(b.get("total_bytes")), "num")]
-                + [Cell(fmt_bytes(b.get(p, 0)), "num") for p in BREAKDOWN_PARTS]
+                + [Cell(fmt_bytes(v), "num") for v in breakdown_parts(dev, b).values()]
                 for dev, b in breakdown.items()
             ],
-            intro=(Cell("Model: "), Cell(model, "code")) if model else (),
+            intro=_breakdown_intro(model, breakdown),
         ),
         Table(
             "Top layers by saved activations",
@@ -112,6 +134,7 @@ def insight_tables(report: Mapping[str, Any]) -> list[Table]:
                 ]
                 for x in top_layers(report)
             ],
+            intro=measured_intro(report),
         ),
         Table(
             "What holds memory",
@@ -134,3 +157,91 @@ def insight_tables(report: Mapping[str, Any]) -> list[Table]:
         ),
     ]
     return [t for t in tables if t.rows]
+
+
+def measured_intro(report: Mapping[str, Any]) -> tuple[Cell, ...]:
+    """Which forward the per-layer figures were measured on (``layers_measured``)."""
+    m = report.get("layers_measured")
+    if not isinstance(m, Mapping):
+        return ()
+    cell = f"cell {cell_label(m)}" if m.get("execution_count") is not None else "a cell"
+    return (Cell(f"Measured on model call {m.get('forward_index', '?')} of {cell}."),)
+
+
+def _share(part: int, whole: int) -> Cell:
+    return Cell(f"{part / whole:.1%}" if whole > 0 else "-", "num")
+
+
+def summary_facts(a: Answer) -> list[Fact]:
+    """The summary's lines: the peak, where it happened, and its training step."""
+    if a.peak is None:
+        return [Fact("Peak", (Cell("no cell was measured"),))]
+    where: tuple[Cell, ...] = (Cell(" between cells"),)
+    cell = a.peak.cell
+    if cell is not None:
+        where = (Cell(f" in cell {cell_label(cell)}"),)
+        if cell.get("code_head"):
+            where += (Cell(": "), Cell(cell["code_head"], "code"))
+    peak = Cell(f"{fmt_bytes(a.peak.bytes)} ({fmt_count(a.peak.bytes)}) on {a.peak.device}")
+    facts = [Fact("Peak", (peak, *where))]
+    if a.step:
+        facts.append(Fact("Training step", (Cell(a.step),)))
+    return facts
+
+
+def summary_tables(a: Answer, report: Mapping[str, Any]) -> list[Table]:
+    """What the peak was made of, the top layers and the applied suggestions."""
+    peak = a.peak.bytes if a.peak is not None else 0
+    made_of = Table(
+        "What the peak was made of",
+        ("part", "size", "bytes", "share"),
+        [
+            [
+                Cell(PART_LABELS[p]),
+                Cell(fmt_bytes(v), "num"),
+                Cell(fmt_count(v), "num"),
+                _share(v, peak),
+            ]
+            for p, v in a.parts.items()
+        ],
+        intro=(Cell(a.note),) if a.note and a.parts else (),
+        empty=a.note,
+        level=3,
+    )
+    layers = Table(
+        "Top layers by saved activations",
+        ("layer", "type", "peak saved", "bytes", "share"),
+        [
+            [
+                Cell(x.get("path") or "(model)", "code"),
+                Cell(x.get("type", "")),
+                Cell(fmt_bytes(x.get("peak_saved_bytes")), "num"),
+                Cell(fmt_count(int(x.get("peak_saved_bytes") or 0)), "num"),
+                _share(int(x.get("peak_saved_bytes") or 0), a.activations),
+            ]
+            for x in a.layers
+        ],
+        intro=measured_intro(report),
+        level=3,
+    )
+    applied = Table(
+        "Suggestions applied",
+        ("suggestion", "predicted saving", "measured saving", "step peak", "verdict"),
+        [
+            [
+                Cell(x.title),
+                Cell(fmt_bytes(x.predicted), "num"),
+                Cell(fmt_bytes(x.measured), "num"),
+                Cell(
+                    f"predicted {fmt_bytes(x.predicted_step)}, measured "
+                    f"{fmt_bytes(x.measured_step)}"
+                    if x.predicted_step is not None
+                    else "-"
+                ),
+                Cell(x.verdict + (f": {x.note}" if x.note else "")),
+            ]
+            for x in a.applied
+        ],
+        level=3,
+    )
+    return [t for t in (made_of, layers, applied) if t.rows or t.empty]
