@@ -112,3 +112,29 @@ def test_accumulation_says_batchnorm_sees_micro_batches() -> None:
     ) in acc["why"]
     (plain,) = [s for s in advice_for("x")["suggestions"] if s["technique"] == "accumulation"]
     assert not any("BatchNorm" in line for line in plain["why"])
+
+
+HELD = MODEL.replace(
+    "net = Net()", "class Holder:\n    pass\n\n\nholder = Holder()\nholder.net = Net()\nnet = None"
+).replace("opt = torch.optim.SGD(net.parameters()", "opt = torch.optim.SGD(holder.net.parameters()")
+
+
+def test_a_model_named_by_attribute_path_is_advised_and_does_not_stick() -> None:
+    """advise("holder.net") reaches the module through the attribute; a name that reaches no
+    module says so; later advise() calls without a name still advise on that model."""
+    c = Cells()
+    try:
+        c.run(HELD)
+        c.run(TRAIN.format(call="x").replace("net(", "holder.net("))
+        advice = c.advisor.advise("holder.net")
+        assert advice["model"] == "holder.net"
+        assert advice["suggestions"], advice["notes"]
+        missing = c.advisor.advise("holder.nope")
+        assert missing["suggestions"] == [] and missing["notes"][0].startswith(
+            "no module is found at 'holder.nope'"
+        )
+        c.run(TRAIN.format(call="x").replace("net(", "holder.net("))
+        again = c.advisor.advise()
+        assert again["model"] == "holder.net" and again["suggestions"], again["notes"]
+    finally:
+        c.close()

@@ -290,6 +290,11 @@ class ActivationTracker:
         """A model call of the current (or just ended) cell was measured."""
         return bool(self._measured_in_cell)
 
+    def measured_roots(self) -> list[torch.nn.Module]:
+        """The models whose forward was measured in the current (or just ended) cell."""
+        found = (self._roots.module(mid) for mid in self._measured_in_cell)
+        return [m for m in found if m is not None]
+
     def renumber_cell(
         self, old: tuple[Optional[str], Optional[int]], new: tuple[Optional[str], Optional[int]]
     ) -> None:

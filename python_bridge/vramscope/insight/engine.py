@@ -329,6 +329,11 @@ class InsightEngine:
             return found or self._watched_name or f"<{type(watched).__name__}>", watched
         if self._watched_name is not None and self._watched_name in by_name:
             return self._watched_name, by_name[self._watched_name]
+        ran = self._tracker.measured_roots()
+        if ran and not any(m is r for _, m in modules for r in ran):
+            # the model that ran has no namespace name (holder.net, trainer.model)
+            model = max(ran, key=param_bytes)
+            return f"<{type(model).__name__}>", model
         if not modules:
             return None, None
         sizes = [(param_bytes(m), -i, n, m) for i, (n, m) in enumerate(modules)]

@@ -31,7 +31,7 @@ import functools
 import sys
 import weakref
 from collections.abc import Iterable
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 import torch
 
@@ -89,6 +89,11 @@ class RootWatch:
     def watched(self, module: torch.nn.Module) -> bool:
         entry = self._hooks.get(id(module))
         return entry is not None and entry[0]() is module
+
+    def module(self, mid: int) -> Optional[torch.nn.Module]:
+        """The watched module of this id, while it lives."""
+        entry = self._hooks.get(mid)
+        return entry[0]() if entry is not None else None
 
     def adopt(self, values: Iterable[Any]) -> None:
         """At a cell's start: stop watching models compiled since (``model.compile()``), and

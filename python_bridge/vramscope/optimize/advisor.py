@@ -180,6 +180,12 @@ class Advisor:
         from .techniques import accumulation, attention, autocast, checkpointing, lora, simple
         from .techniques import optimizer as lighter_optimizer
 
+        if model is not None and not resolves_to_module(model, self._ns(), torch):
+            return empty_advice(
+                f"no module is found at {model[:200]!r}: name a module in the namespace, or "
+                "an attribute path or constant index to one (trainer.model, "
+                "models['lm'].encoder)"
+            )
         cells = self._cells()
         training_run = self._training_run(cells)
         baseline = self.log.baseline(training_run) if training_run else None
@@ -222,6 +228,12 @@ class Advisor:
             "finder_code": finder_cell.code(ctx),
             "compute_ms": 0.0,
         }
+
+
+def resolves_to_module(name: str, ns: dict[str, Any], torch: Any) -> bool:
+    from .context import lookup
+
+    return lookup(ns, name, torch) is not None
 
 
 #: Below this fraction of the saved activations (and of the measured step's peak) a saving is

@@ -214,7 +214,7 @@ def build_context(
         if not measured or (measured.startswith("<") and names.model):
             measured = names.model
         model_name = measured
-    model = _lookup(ns, model_name, torch)
+    model = lookup(ns, model_name, torch)
     if model is None and model_name is None:
         model_name, model = _largest(ns, torch)
     layers: list[dict[str, Any]] = []
@@ -268,7 +268,7 @@ def _same_module(measured: str | None, model: Any) -> bool:
     return model is not None and measured == f"<{type(model).__name__}>"
 
 
-def _lookup(ns: dict[str, Any], name: str | None, torch: Any) -> Any:
+def lookup(ns: dict[str, Any], name: str | None, torch: Any) -> Any:
     if not name:
         return None
     tree = parse(name)

@@ -23,7 +23,6 @@ class OptimizeLink:
             follow=self._follow,
         )
         self._end_hook_on: Any = None  # the shell our post_run_cell hook is registered on
-        self._model: str | None = None  # the last model advice was asked for
         self.last: Advice | None = None  # the last advice computed (the session report's)
 
     def _namespace(self) -> dict[str, Any]:
@@ -74,8 +73,8 @@ class OptimizeLink:
         self._end_hook_on = shell
 
     def advise(self, model: str | None = None) -> Advice:
-        if model is not None:
-            self._model = model
+        """``model``: for this call only (a module named once is watched from then on, so
+        later advice without one finds it as the measured model)."""
         try:
             # the last cells' queued insight first (it measured the training cell); from the
             # kernel's main thread only (vramscope.advise() in a cell, a request while idle):
@@ -86,7 +85,7 @@ class OptimizeLink:
         except Exception as exc:
             self._runtime._internal(exc)
         try:
-            self.last = self.advisor.advise(self._model)
+            self.last = self.advisor.advise(model)
             self._hook_cell_end()
         except Exception as exc:  # advise() catches its own; a last guard
             self.last = empty_advice(f"advice failed: {type(exc).__name__}: {exc}")
