@@ -67,7 +67,9 @@ export default defineConfig({
   timeout: 180_000,
   expect: { timeout: 30_000 },
   retries: 0,
-  workers: 1,
+  // Two workers (spec files shared out, each file's tests in order): the tests spend most of
+  // their time waiting on a kernel or the page. VRAMSCOPE_UI_WORKERS=1 runs them one by one.
+  workers: Number(process.env.VRAMSCOPE_UI_WORKERS || 2),
   fullyParallel: false,
   forbidOnly: !!process.env.CI,
   use: {
