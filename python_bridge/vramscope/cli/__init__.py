@@ -3,7 +3,7 @@
     vramscope profile NOTEBOOK.ipynb [-o report.{html,json,md,csv}]... [--budget 8GiB]
         [--cell-budget 2GiB] [--baseline old.json --tolerance 10%] [--timeout S]
         [--kernel NAME] [--device cuda:0]
-    vramscope compare old.json new.json [--device cuda:0]
+    vramscope compare old.json new.json [--device cuda:0] [-o compare.html]
 
 Exit codes: ``vramscope.cli.gates`` (0 ok, 1 internal, 2 usage, 3 cell failed, 4 budget,
 5 cell budget, 6 baseline regression).
@@ -63,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("old", type=Path)
     c.add_argument("new", type=Path)
     c.add_argument("--device", help="device to compare (default as for profile)")
+    c.add_argument("-o", "--output", type=Path, help="also write the comparison as HTML")
     return parser
 
 
@@ -92,4 +93,8 @@ def _compare(args: argparse.Namespace, out: TextIO) -> int:
 
     old, new = load(args.old, "old report"), load(args.new, "new report")
     print_compare(old, new, pick_device(new, args.device), out)
+    if args.output is not None:
+        from .compare import write_compare_html
+
+        out.write(f"wrote {write_compare_html(old, new, args.output)}\n")
     return EXIT_OK

@@ -1,50 +1,47 @@
-"""``vramscope compare old.json new.json``: the per-cell differences of two reports."""
+"""``vramscope compare old.json new.json``: the per-cell differences of two reports, as text
+on stdout and, with ``-o x.html``, as a self-contained HTML page (exports.compare_html)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, TextIO
 
-from ..exports.summary import cell_label, fmt_bytes
+from ..exports.compare_html import HEADER, CompareRow, Side, render_compare_html, row_cells
 from .gates import match_cells
 
 
-def _fig(cell: Mapping[str, Any] | None, device: str) -> tuple[int, int] | None:
+def _side(cell: Mapping[str, Any] | None, device: str) -> Side | None:
     d = ((cell or {}).get("devices") or {}).get(device)
-    return None if d is None else (int(d["delta_bytes"]), int(d["peak_delta_bytes"]))
+    return None if d is None else Side(int(d["delta_bytes"]), int(d["peak_delta_bytes"]))
 
 
-def _change(old: int, new: int) -> str:
-    diff = new - old
-    if old == 0:
-        return fmt_bytes(diff, signed=True) if diff else "="
-    return f"{fmt_bytes(diff, signed=True)} ({diff / old:+.0%})" if diff else "="
+def compare_rows(old: Mapping[str, Any], new: Mapping[str, Any], device: str) -> list[CompareRow]:
+    """One row per matched cell that touched ``device`` in either session."""
+    rows = []
+    for pair in match_cells(old, new):
+        fo, fn = _side(pair.old, device), _side(pair.new, device)
+        if fo is not None or fn is not None:
+            rows.append(CompareRow(pair.new or pair.old or {}, fo, fn))
+    return rows
+
+
+def compare_devices(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    """Every device a cell of either session touched, in first-seen order."""
+    seen: dict[str, None] = {}
+    for report in (old, new):
+        for cell in report.get("cells") or []:
+            for device in cell.get("devices") or {}:
+                seen.setdefault(device, None)
+    return list(seen)
 
 
 def compare_table(old: Mapping[str, Any], new: Mapping[str, Any], device: str) -> list[str]:
     """One line per cell: old and new delta and peak on ``device``, and the peak's change."""
-    rows = [("cell", "old delta", "old peak", "new delta", "new peak", "peak change", "code")]
-    for pair in match_cells(old, new):
-        cell = pair.new or pair.old or {}
-        fo, fn = _fig(pair.old, device), _fig(pair.new, device)
-        if fo is None and fn is None:
-            continue
-
-        def show(f: tuple[int, int] | None, i: int) -> str:
-            return "-" if f is None else fmt_bytes(f[i], signed=True)
-
-        change = _change(fo[1], fn[1]) if fo and fn else ("removed" if fn is None else "new")
-        rows.append(
-            (
-                cell_label(cell),
-                show(fo, 0),
-                show(fo, 1),
-                show(fn, 0),
-                show(fn, 1),
-                change,
-                (cell.get("code_head") or "")[:50],
-            )
-        )
+    rows: list[list[str]] = [list(HEADER)]
+    for row in compare_rows(old, new, device):
+        texts = [c.text for c in row_cells(row)]
+        rows.append([*texts[:6], texts[6][:50]])
     widths = [max(len(r[i]) for r in rows) for i in range(6)]
     return [
         "  ".join(
@@ -59,3 +56,10 @@ def print_compare(old: Mapping[str, Any], new: Mapping[str, Any], device: str, o
     out.write(f"vramscope compare on {device} (cells matched by cell id)\n")
     for line in compare_table(old, new, device):
         out.write(line + "\n")
+
+
+def write_compare_html(old: Mapping[str, Any], new: Mapping[str, Any], path: Path) -> Path:
+    """Both sessions side by side, per cell and device, as one HTML file at ``path``."""
+    rows = {device: compare_rows(old, new, device) for device in compare_devices(old, new)}
+    path.write_text(render_compare_html(old, new, rows), encoding="utf-8", errors="replace")
+    return path

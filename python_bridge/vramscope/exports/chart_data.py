@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import html
 import operator
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .downsample import minmax
@@ -21,6 +21,19 @@ BUCKETS = 1500
 MAX_CELLS = 1000
 LINE_FIELDS = ("used", "reserved")
 MAX_LAYERS = 40
+
+
+#: Units a byte axis can be drawn in (binary, as fmt_bytes).
+AXIS_UNITS = (("B", 1), ("KiB", 1 << 10), ("MiB", 1 << 20), ("GiB", 1 << 30), ("TiB", 1 << 40))
+
+
+def axis_unit(values: Iterable[float]) -> dict[str, Any]:
+    """The unit a byte axis reads in, chosen from the data's range: the largest unit the
+    biggest magnitude reaches one of, so ticks read "1.5 GiB" or "512 MiB", never "15k MiB".
+    ``{"unit": "GiB", "div": 2**30}``: the chart divides the bytes by ``div``."""
+    top = max((abs(v) for v in values), default=0)
+    name, div = next(((n, d) for n, d in reversed(AXIS_UNITS) if top >= d), AXIS_UNITS[0])
+    return {"unit": name, "div": div}
 
 
 def plot_text(value: object) -> str:
@@ -106,23 +119,32 @@ def chart_data(report: Mapping[str, Any]) -> dict[str, Any]:
     t0 = float(min(firsts)) if firsts else float(report.get("created") or 0.0)
     devices = _device_ids(report, samples)
     bands, left_out = cells(report, t0)
+    drawn_lines = lines(samples, t0, devices)
+    layers: list[dict[str, Any]] = [
+        {
+            "path": plot_text(x.get("path") or "(model)"),
+            "type": plot_text(x.get("type", "")),
+            "saved": int(x.get("saved_bytes", 0)),
+            "peak": int(x.get("peak_saved_bytes", 0)),
+        }
+        for x in top_layers(report, MAX_LAYERS)
+    ]
+    breakdown = {
+        plot_text(device): breakdown_parts(device, b)
+        for device, b in (report.get("breakdown") or {}).items()
+    }
     return {
         "t0": t0,
         "devices": devices,
-        "lines": lines(samples, t0, devices),
+        "lines": drawn_lines,
         "cells": bands,
         "cellsLeftOut": left_out,
-        "layers": [
-            {
-                "path": plot_text(x.get("path") or "(model)"),
-                "type": plot_text(x.get("type", "")),
-                "saved": int(x.get("saved_bytes", 0)),
-                "peak": int(x.get("peak_saved_bytes", 0)),
-            }
-            for x in top_layers(report, MAX_LAYERS)
-        ],
-        "breakdown": {
-            plot_text(device): breakdown_parts(device, b)
-            for device, b in (report.get("breakdown") or {}).items()
+        "layers": layers,
+        "breakdown": breakdown,
+        "axes": {
+            "timeline": axis_unit(v for line in drawn_lines for v in line["v"]),
+            "cells": axis_unit(v for c in bands for pair in c["dev"].values() for v in pair),
+            "layers": axis_unit(v for x in layers for v in (x["saved"], x["peak"])),
+            "breakdown": axis_unit(sum(parts.values()) for parts in breakdown.values()),
         },
     }

@@ -58,7 +58,8 @@ def _cell(c: Cell) -> str:
     return _MARKUP[c.kind].format(h(c.text))
 
 
-def _grid(header: Sequence[str], rows: Iterable[Sequence[Cell]], cls: str = "") -> str:
+def grid(header: Sequence[str], rows: Iterable[Sequence[Cell]], cls: str = "") -> str:
+    """A table of escaped cells (``Cell``: text, figure or code)."""
     head = "".join(f"<th>{h(x)}</th>" for x in header)
     body = "".join("<tr>" + "".join(f"<td>{_cell(c)}</td>" for c in row) + "</tr>" for row in rows)
     return f'<table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
@@ -69,7 +70,7 @@ def _section(table: Table) -> list[str]:
     if table.intro:
         out.append("<p>" + "".join(map(_cell, table.intro)) + "</p>")
     if table.rows or not table.empty:
-        out.append(_grid(table.header, table.rows))
+        out.append(grid(table.header, table.rows))
     else:
         out.append(f"<p>{h(table.empty)}</p>")
     return out
@@ -93,7 +94,7 @@ def _sections(report: Mapping[str, Any]) -> list[str]:
     cells = report.get("cells") or []
     if cells:
         out.append(f"<details><summary>All {len(cells)} cells</summary>")
-        out.append(_grid(CELL_HEADER, map(cell_row, cell_devices(report)), "all-cells"))
+        out.append(grid(CELL_HEADER, map(cell_row, cell_devices(report)), "all-cells"))
         out.append("</details>")
     return out
 
@@ -118,17 +119,28 @@ def render_html(report: Mapping[str, Any]) -> str:
         charts.append(("layers", "Layers", "Saved activations per layer (peak and now)."))
     if data["breakdown"]:
         charts.append(("breakdown", "Breakdown", "What the memory in use is, per device."))
-    chart_html = "".join(
-        f'<section class="chart"><h2>{h(name)}</h2><p class="hint">{h(hint)}</p>'
-        f'<div id="chart-{key}" class="plot" data-chart="{key}"></div></section>'
-        for key, name, hint in charts
-    )
+    chart_html = "".join(chart_section(*chart) for chart in charts)
     note = (
         f"<p class='hint'>{data['cellsLeftOut']} smaller cells are not drawn (the charts show "
         "the largest peaks).</p>"
         if data["cellsLeftOut"]
         else ""
     )
+    main = f"{_summary(report)}{chart_html}{note}{''.join(_sections(report))}"
+    return page(page_title, meta, main, data)
+
+
+def chart_section(key: str, name: str, hint: str) -> str:
+    """A chart's place on the page: ``assets/report.js`` draws ``key`` into it."""
+    return (
+        f'<section class="chart"><h2>{h(name)}</h2><p class="hint">{h(hint)}</p>'
+        f'<div id="chart-{key}" class="plot" data-chart="{key}"></div></section>'
+    )
+
+
+def page(page_title: str, meta: str, main: str, data: Mapping[str, Any]) -> str:
+    """The whole self-contained page: ``main`` (HTML already escaped) under a title and a
+    meta line (text), the chart ``data`` as escaped JSON, plotly and ``report.js``."""
     return "".join(
         [
             "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>",
@@ -136,7 +148,7 @@ def render_html(report: Mapping[str, Any]) -> str:
             '<meta name="viewport" content="width=device-width, initial-scale=1">',
             f"<title>{h(page_title)}</title><style>{_asset('report.css')}</style></head>",
             f'<body><header><h1>{h(page_title)}</h1><p class="meta">{h(meta)}</p></header>',
-            f"<main>{_summary(report)}{chart_html}{note}{''.join(_sections(report))}</main>",
+            f"<main>{main}</main>",
             f'<script type="application/json" id="vramscope-data">{script_json(data)}</script>',
             f"<script>{_script_safe(plotly_js())}</script>",
             f"<script>{_script_safe(_asset('report.js'))}</script>",

@@ -25,16 +25,31 @@
     return sign + (unit === 0 ? size : size.toFixed(1)) + ' ' + UNITS[unit];
   }
 
-  function mib(v) {
-    return v / 1048576;
+  /* Bytes in the unit the chart's axis reads in (chosen from its data: data.axes). */
+  function scaled(chart) {
+    var div = data.axes[chart].div;
+    return function (v) {
+      return v / div;
+    };
   }
 
   function date(t) {
     return new Date((data.t0 + t) * 1000);
   }
 
-  function byteAxis(extra) {
-    var axis = { title: { text: 'MiB' } };
+  /* A byte axis whose ticks read "1.5 GiB", "512 MiB": never "15k MiB". */
+  function byteAxis(chart, extra) {
+    return unitAxis(data.axes[chart], extra);
+  }
+
+  /* An axis in ``unit`` ({unit, div}: the data divided by div). */
+  function unitAxis(unit, extra) {
+    var axis = {
+      ticksuffix: ' ' + unit.unit,
+      exponentformat: 'none',
+      tickformat: '~r',
+      separatethousands: false
+    };
     return Object.assign(axis, extra || {});
   }
 
@@ -56,7 +71,7 @@
         mode: 'lines',
         name: line.device + ' ' + line.field,
         x: line.t.map(date),
-        y: line.v.map(mib),
+        y: line.v.map(scaled('timeline')),
         text: line.v.map(function (v) {
           return fmt(v);
         }),
@@ -103,7 +118,7 @@
       traces,
       layout({
         xaxis: { type: 'date', title: { text: 'time' } },
-        yaxis: byteAxis({ rangemode: 'tozero' }),
+        yaxis: byteAxis('timeline', { rangemode: 'tozero' }),
         yaxis2: {
           overlaying: 'y',
           range: [0, 1.05],
@@ -147,7 +162,7 @@
             return c.label;
           }),
           y: has.map(function (c) {
-            return mib(c.dev[device][k]);
+            return scaled('cells')(c.dev[device][k]);
           }),
           text: has.map(cellText),
           textposition: 'none',
@@ -162,7 +177,7 @@
       layout({
         barmode: 'group',
         xaxis: { type: 'category', title: { text: 'cell' } },
-        yaxis: byteAxis()
+        yaxis: byteAxis('cells')
       }),
       config
     );
@@ -194,7 +209,7 @@
           name: k ? 'saved now' : 'peak saved',
           y: names,
           x: rows.map(function (l) {
-            return mib(l[key]);
+            return scaled('layers')(l[key]);
           }),
           text: text,
           textposition: 'none',
@@ -206,7 +221,7 @@
         barmode: 'group',
         margin: { l: 200, r: 20, t: 10, b: 40 },
         yaxis: { type: 'category', automargin: true },
-        xaxis: byteAxis()
+        xaxis: byteAxis('layers')
       }),
       config
     );
@@ -219,17 +234,22 @@
       'gradients',
       'optimizer_state',
       'activations',
+      'runtime',
       'other'
     ];
+    var names = {
+      optimizer_state: 'optimizer state',
+      runtime: 'torch runtime'
+    };
     Plotly.newPlot(
       el,
       parts.map(function (part, k) {
         return {
           type: 'bar',
-          name: part.replace('_', ' '),
+          name: names[part] || part,
           x: devices,
           y: devices.map(function (d) {
-            return mib(data.breakdown[d][part]);
+            return scaled('breakdown')(data.breakdown[d][part]);
           }),
           text: devices.map(function (d) {
             return fmt(data.breakdown[d][part]);
@@ -239,7 +259,38 @@
           marker: { color: COLORS[k % COLORS.length] }
         };
       }),
-      layout({ barmode: 'stack', yaxis: byteAxis() }),
+      layout({ barmode: 'stack', yaxis: byteAxis('breakdown') }),
+      config
+    );
+  }
+
+  /* vramscope compare: one device's cells, old peak next to new (data.compare[key]). */
+  function compare(el, key) {
+    var side = data.compare[key];
+    var div = side.axis.div;
+    Plotly.newPlot(
+      el,
+      ['old', 'new'].map(function (name, k) {
+        return {
+          type: 'bar',
+          name: name + ' peak',
+          x: side.labels,
+          y: side[name].map(function (v) {
+            return v / div;
+          }),
+          text: side[name].map(function (v) {
+            return fmt(v, true);
+          }),
+          textposition: 'none',
+          hovertemplate: '%{x} ' + name + ': %{text}<extra></extra>',
+          marker: { color: COLORS[k] }
+        };
+      }),
+      layout({
+        barmode: 'group',
+        xaxis: { type: 'category', title: { text: 'cell' } },
+        yaxis: unitAxis(side.axis)
+      }),
       config
     );
   }
@@ -251,8 +302,13 @@
     breakdown: breakdown
   };
   document.querySelectorAll('[data-chart]').forEach(function (el) {
+    var key = el.getAttribute('data-chart');
     try {
-      draw[el.getAttribute('data-chart')](el);
+      if (data.compare && key in data.compare) {
+        compare(el, key);
+      } else {
+        draw[key](el);
+      }
     } catch (e) {
       el.textContent = 'This chart could not be drawn: ' + e;
     }
