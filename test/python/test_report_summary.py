@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from html.parser import HTMLParser
 from typing import Any
 
 import pytest
 import torch
 
+from report_pages import PageText, exact_bytes, md_table
 from vramscope.exports import render
 from vramscope.exports.request import export_result
 from vramscope.runtime import Runtime
@@ -87,66 +87,6 @@ def session() -> Iterator[tuple[Runtime, Any]]:
         shell.run_cell("%reset -f")
 
 
-class _Text(HTMLParser):
-    """The page's text, the summary section's alone, and its tables as rows of cell texts."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.depth = 0  # inside <section class="summary">
-        self.summary: list[str] = []
-        self.tables: dict[str, list[list[str]]] = {}
-        self._heading: str | None = None
-        self._last_heading = ""
-        self._row: list[str] | None = None
-        self._cell: list[str] | None = None
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag == "section" and ("class", "summary") in attrs:
-            self.depth = 1
-        elif tag == "section" and self.depth:
-            self.depth += 1
-        if tag in ("h2", "h3"):
-            self._heading = ""
-        if tag == "tr":
-            self._row = []
-        if tag in ("td", "th"):
-            self._cell = []
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag == "section" and self.depth:
-            self.depth -= 1
-        if tag in ("h2", "h3") and self._heading is not None:
-            self._last_heading = self._heading
-            self._heading = None
-        if tag in ("td", "th") and self._cell is not None and self._row is not None:
-            self._row.append("".join(self._cell))
-            self._cell = None
-        if tag == "tr" and self._row is not None:
-            key = ("summary: " if self.depth else "") + self._last_heading
-            self.tables.setdefault(key, []).append(self._row)
-            self._row = None
-
-    def handle_data(self, data: str) -> None:
-        if self.depth:
-            self.summary.append(data)
-        if self._heading is not None:
-            self._heading += data
-        if self._cell is not None:
-            self._cell.append(data)
-
-
-def _bytes(text: str) -> int:
-    """``225,755,136 B`` -> 225755136."""
-    return int(text.removesuffix(" B").replace(",", ""))
-
-
-def _md_table(md: str, heading: str) -> list[list[str]]:
-    block = md.split(heading + "\n", 1)[1].split("\n\n", 2)
-    table = block[1] if block[0].strip() and not block[0].startswith("|") else block[0]
-    lines = [line for line in table.strip().splitlines() if line.startswith("|")]
-    return [[c.strip() for c in line.strip("|").split("|")] for line in lines[2:]]
-
-
 def test_export_after_training_opens_with_the_peak_and_its_layers(
     session: tuple[Runtime, Any],
 ) -> None:
@@ -197,17 +137,17 @@ def test_export_after_training_opens_with_the_peak_and_its_layers(
     assert state_bytes >= 2 * param_bytes
 
     page = export_result(report, {"format": "html", "notebook": "train.ipynb"})["content"]
-    text = _Text()
+    text = PageText()
     text.feed(page)
     summary = "".join(text.summary)
     assert page.index('class="summary"') < page.index('data-chart="timeline"')  # answer first
     got = re.search(r"Peak: [\d.]+ \w+ \(([\d,]+ B)\) on cpu", summary)
     assert got is not None, summary
-    assert _bytes(got.group(1)) == peak
+    assert exact_bytes(got.group(1)) == peak
     assert "in cell [2]: import torch" not in summary and "in cell [2]: x = torch.randn" in summary
 
     parts = {
-        row[0]: _bytes(row[2]) for row in text.tables["summary: What the peak was made of"][1:]
+        row[0]: exact_bytes(row[2]) for row in text.tables["summary: What the peak was made of"][1:]
     }
     assert list(parts) == [
         "parameters",
@@ -227,7 +167,7 @@ def test_export_after_training_opens_with_the_peak_and_its_layers(
     assert "Training step" in summary and "model call 1 of the cell" in summary
 
     top = text.tables["summary: Top layers by saved activations"][1:]
-    assert {row[0]: _bytes(row[3]) for row in top} == truth
+    assert {row[0]: exact_bytes(row[3]) for row in top} == truth
     layers = text.tables["Top layers by saved activations"][1:]
     assert {row[0]: row[2] for row in layers} == {"0": "2.0 MiB", "1": "32.0 MiB"}
     assert f'"peak":{truth["1"]}' in page  # the per-layer chart's data: drawn
@@ -235,8 +175,8 @@ def test_export_after_training_opens_with_the_peak_and_its_layers(
     md = render(report, "markdown")
     assert md.index("## Summary") < md.index("## Devices")
     assert re.search(r"\*\*Peak\*\*: [\d.]+ \w+ \(" + re.escape(f"{peak:,} B") + r"\) on cpu", md)
-    rows = _md_table(md, "### What the peak was made of")
+    rows = md_table(md, "### What the peak was made of")
     assert [r[0] for r in rows] == list(parts)
-    assert sum(_bytes(r[2]) for r in rows) == peak
-    rows = _md_table(md, "### Top layers by saved activations")
-    assert {r[0]: _bytes(r[3]) for r in rows} == truth
+    assert sum(exact_bytes(r[2]) for r in rows) == peak
+    rows = md_table(md, "### Top layers by saved activations")
+    assert {r[0]: exact_bytes(r[3]) for r in rows} == truth
