@@ -1,9 +1,15 @@
-"""Rewrites of the user's training cell that keep their lines and comments.
+"""Rewrites of the user's training cell that change only the lines they are about.
 
-Edits are made on source lines located through the AST (``lineno``/``col_offset``), never by
-unparsing, so every untouched line (comments included) is kept byte for byte. A loop the
-rewrite does not understand raises :class:`CannotRewrite` with the reason; callers then offer
-a template in the user's names instead. Every result is compiled before it is returned.
+Edits are made on source lines located through the AST (``lineno``/``col_offset``, byte
+offsets converted to characters) and the tokenizer, never by unparsing, so every untouched
+line (comments, strings, continuation lines) is kept byte for byte. Wrapping statements in a
+``with``/``for`` indents their lines by one level of the cell's own indentation (after the
+block's indentation, so tabs stay consistent): every line of those statements, continuation
+lines included, and the comment lines among them at the block's depth or deeper; never a
+line that begins inside a string literal (a multi-line string's value is kept), nor a blank
+line. A loop the rewrite does not understand raises :class:`CannotRewrite` with the reason;
+callers then offer a template in the user's names instead. Every result is compiled before
+it is returned.
 """
 
 from __future__ import annotations
@@ -12,12 +18,19 @@ import ast
 from dataclasses import dataclass
 
 from .names import StepRegion
+from .source_lines import Untokenizable, char_col, comment_only, indent_of, line_facts
 
 INDENT = "    "
 
 
 class CannotRewrite(Exception):
     """The training cell's step could not be rewritten; the message says why."""
+
+
+def first_line(stmt: ast.stmt) -> int:
+    """A statement's first line: its first decorator's for a decorated definition."""
+    decorators = getattr(stmt, "decorator_list", None) or []
+    return min([stmt.lineno, *(d.lineno for d in decorators)])
 
 
 @dataclass
@@ -28,23 +41,31 @@ class Lines:
 
     @classmethod
     def of(cls, source: str) -> Lines:
+        if "\r" in source.replace("\r\n", ""):
+            raise CannotRewrite("the cell ends lines with a lone carriage return")
         return cls(source.split("\n"))
 
     def text(self) -> str:
         return "\n".join(self.lines)
 
     def indent_of(self, lineno: int) -> str:
-        line = self.lines[lineno - 1]
-        return line[: len(line) - len(line.lstrip())]
+        return indent_of(self.lines[lineno - 1])
+
+    def col(self, lineno: int, byte_col: int | None) -> int:
+        """The character column of an AST byte offset on 1-based line ``lineno``."""
+        return char_col(self.lines[lineno - 1], byte_col)
 
     def span(self, stmts: list[ast.stmt]) -> tuple[int, int]:
         """First and last 1-based line of contiguous statements that own their lines."""
         first, last = stmts[0], stmts[-1]
-        start, end = first.lineno, last.end_lineno or last.lineno
-        if len(self.indent_of(start)) != first.col_offset:
-            raise CannotRewrite("a statement shares its line with another one (';')")
-        tail = self.lines[end - 1][last.end_col_offset or 0 :].strip()
-        if tail and not tail.startswith("#"):
+        start, end = first_line(first), last.end_lineno or last.lineno
+        head = self.lines[start - 1]
+        if start != first.lineno:  # decorated: the line starts with its first decorator
+            alone = head.lstrip().startswith("@")
+        else:
+            alone = not head[: self.col(start, first.col_offset)].strip()
+        tail = self.lines[end - 1][self.col(end, last.end_col_offset) :].strip()
+        if not alone or (tail and not tail.startswith("#")):
             raise CannotRewrite("a statement shares its line with another one (';')")
         return start, end
 
@@ -58,10 +79,6 @@ def checked(source: str) -> str:
     return source
 
 
-def with_marker(sid: str, note: str, body: str, imports: str = "import torch\n") -> str:
-    return f"# vramscope: {sid}\n# {note}\n{imports}{body}"
-
-
 def _segment(lines: Lines, node: ast.AST) -> str:
     seg = ast.get_source_segment(lines.text(), node)
     if seg is None:
@@ -69,23 +86,76 @@ def _segment(lines: Lines, node: ast.AST) -> str:
     return seg
 
 
-def _replace_in_line(line: str, start: int, end: int, text: str) -> str:
-    return line[:start] + text + line[end:]
+def _replace(lines: Lines, node: ast.expr, text: str) -> None:
+    """Put ``text`` in place of a one-line expression, byte offsets read as characters."""
+    if node.lineno != node.end_lineno:
+        raise CannotRewrite("an expression to change spans several lines")
+    i = node.lineno - 1
+    line = lines.lines[i]
+    start, end = char_col(line, node.col_offset), char_col(line, node.end_col_offset)
+    lines.lines[i] = line[:start] + text + line[end:]
+
+
+def _facts(lines: Lines) -> frozenset[int]:
+    try:
+        return line_facts(lines.text()).in_string
+    except Untokenizable as err:
+        raise CannotRewrite(f"the cell does not tokenize ({err})") from None
+
+
+def _unit(lines: Lines, start: int, indent: str, in_string: frozenset[int]) -> str:
+    """One level of the cell's own indentation at line ``start``: what the block's
+    indentation adds to the line that opens it, else a tab or four spaces."""
+    for i in range(start - 1, 0, -1):
+        line = lines.lines[i - 1]
+        if i in in_string or not line.strip() or comment_only(line):
+            continue
+        outer = indent_of(line)
+        if len(outer) < len(indent) and indent.startswith(outer):
+            return indent[len(outer) :]
+        if len(outer) < len(indent):
+            break
+    uses_tabs = any(
+        indent_of(line).startswith("\t")
+        for n, line in enumerate(lines.lines, 1)
+        if n not in in_string
+    )
+    return "\t" if uses_tabs or "\t" in indent else INDENT
+
+
+def indented_lines(lines: Lines, start: int, end: int, in_string: frozenset[int]) -> list[int]:
+    """The 1-based lines of ``start..end`` that wrapping them indents (see the module's
+    docstring): not blank, not beginning inside a string, comments at the block's depth."""
+    depth = len(lines.indent_of(start))
+    return [
+        n
+        for n in range(start, end + 1)
+        if lines.lines[n - 1].strip()
+        and n not in in_string
+        and not (comment_only(lines.lines[n - 1]) and len(lines.indent_of(n)) < depth)
+    ]
 
 
 def _wrap(lines: Lines, start: int, end: int, header: str) -> None:
     """Put lines ``start..end`` under ``header`` (a ``with``/``for`` line), one level in."""
+    in_string = _facts(lines)
     indent = lines.indent_of(start)
-    for i in range(start - 1, end):
-        if lines.lines[i].strip():
-            lines.lines[i] = INDENT + lines.lines[i]
+    unit = _unit(lines, start, indent, in_string)
+    for n in indented_lines(lines, start, end, in_string):
+        line = lines.lines[n - 1]
+        if line.startswith(indent):
+            lines.lines[n - 1] = indent + unit + line[len(indent) :]
+        else:  # a continuation line left of the block: its own indentation is free
+            lines.lines[n - 1] = unit + line
     lines.lines.insert(start - 1, f"{indent}{header}")
 
 
 def _before_loop(lines: Lines, region: StepRegion, text: str) -> None:
-    """A line before the training loop (or before the step when there is no loop)."""
-    anchor = region.loop or region.forward[0]
-    lines.lines.insert(anchor.lineno - 1, f"{lines.indent_of(anchor.lineno)}{text}")
+    """A line before the outermost loop around the step (or before the step when there is
+    no loop)."""
+    anchor = region.outer or region.loop or region.forward[0]
+    line = first_line(anchor)
+    lines.lines.insert(line - 1, f"{lines.indent_of(line)}{text}")
 
 
 def forward_span(lines: Lines, region: StepRegion) -> tuple[int, int]:
@@ -117,7 +187,7 @@ def rewrite_autocast(
         lines.span([step_stmt])
         indent = lines.indent_of(step_stmt.lineno)
         end_step = step_stmt.end_lineno or step_stmt.lineno
-        lines.lines[step_stmt.lineno - 1 : end_step] = [
+        lines.lines[first_line(step_stmt) - 1 : end_step] = [
             f"{indent}scaler.step({opt})",
             f"{indent}scaler.update()",
         ]
@@ -140,12 +210,7 @@ def _scale_backward(lines: Lines, stmt: ast.stmt) -> None:
     receiver = _backward_receiver(stmt)
     if receiver.lineno != receiver.end_lineno:
         raise CannotRewrite("the loss before .backward() spans several lines")
-    line = lines.lines[receiver.lineno - 1]
-    text = line[receiver.col_offset : receiver.end_col_offset]
-    new = f"scaler.scale({text})"
-    lines.lines[receiver.lineno - 1] = _replace_in_line(
-        line, receiver.col_offset, receiver.end_col_offset or 0, new
-    )
+    _replace(lines, receiver, f"scaler.scale({_segment(lines, receiver)})")
 
 
 def rewrite_accumulation(
@@ -181,27 +246,31 @@ def rewrite_accumulation(
         raise CannotRewrite("the batch variable is reassigned inside the forward")
     micro = {v: f"{v}_micro" for v in batch_vars}
     # rename the batch variables in the forward (right to left within a line keeps offsets)
+    in_fstrings = {
+        id(n)
+        for stmt in region.forward
+        for f in ast.walk(stmt)
+        if isinstance(f, ast.JoinedStr)
+        for n in ast.walk(f)
+    }
+    # an f-string keeps its text (it may span lines): inside it the name is the whole batch
     uses = [
         n
         for stmt in region.forward
         for n in ast.walk(stmt)
-        if isinstance(n, ast.Name) and n.id in micro and isinstance(n.ctx, ast.Load)
+        if isinstance(n, ast.Name)
+        and n.id in micro
+        and isinstance(n.ctx, ast.Load)
+        and id(n) not in in_fstrings
     ]
     if not uses:
         raise CannotRewrite("the batch variable is not used in the forward")
     for node in sorted(uses, key=lambda n: (n.lineno, -n.col_offset)):
-        i = node.lineno - 1
-        lines.lines[i] = _replace_in_line(
-            lines.lines[i], node.col_offset, node.end_col_offset or 0, micro[node.id]
-        )
+        _replace(lines, node, micro[node.id])
     receiver = _backward_receiver(backward)
     if receiver.lineno != receiver.end_lineno:
         raise CannotRewrite("the loss before .backward() spans several lines")
-    bline = lines.lines[receiver.lineno - 1]
-    loss_text = bline[receiver.col_offset : receiver.end_col_offset]
-    lines.lines[receiver.lineno - 1] = _replace_in_line(
-        bline, receiver.col_offset, receiver.end_col_offset or 0, f"({loss_text} / accum_steps)"
-    )
+    _replace(lines, receiver, f"({_segment(lines, receiver)} / accum_steps)")
     targets = ", ".join(micro[v] for v in batch_vars)
 
     def chunks(v: str) -> str:
@@ -226,13 +295,9 @@ def replace_call_kwarg(source: str, call: ast.Call, name: str, value: str) -> st
     lines = Lines.of(source)
     for kw in call.keywords:
         if kw.arg == name:
-            v = kw.value
-            if v.lineno != v.end_lineno:
+            if kw.value.lineno != kw.value.end_lineno:
                 raise CannotRewrite(f"{name}= spans several lines")
-            i = v.lineno - 1
-            lines.lines[i] = _replace_in_line(
-                lines.lines[i], v.col_offset, v.end_col_offset or 0, value
-            )
+            _replace(lines, kw.value, value)
             return checked(lines.text())
     raise CannotRewrite(f"no {name}= keyword")
 
@@ -240,6 +305,7 @@ def replace_call_kwarg(source: str, call: ast.Call, name: str, value: str) -> st
 def wrap_all(source: str, header: str) -> str:
     """The whole cell under ``header`` (e.g. ``with torch.inference_mode():``)."""
     lines = Lines.of(source.rstrip("\n"))
-    lines.lines = [INDENT + ln if ln.strip() else ln for ln in lines.lines]
-    lines.lines.insert(0, header)
+    if not any(line.strip() for line in lines.lines):
+        raise CannotRewrite("the cell is empty")
+    _wrap(lines, 1, len(lines.lines), header)
     return checked(lines.text())

@@ -58,7 +58,8 @@ class StepRegion:
 
     ``body``: the statement list holding the ``.backward()`` statement (a loop body or the
     cell); ``forward``: the statements from after the last ``zero_grad`` before it up to it;
-    ``backward``: that statement; ``loop``: the enclosing ``for`` loop, if any.
+    ``backward``: that statement; ``loop``: the enclosing ``for`` loop, if any; ``outer``:
+    the outermost loop (``for`` or ``while``) around the step, where set-up lines go.
     """
 
     body: list[ast.stmt]
@@ -67,6 +68,7 @@ class StepRegion:
     loop: ast.For | None
     zero_grad: ast.stmt | None
     step: ast.stmt | None
+    outer: ast.stmt | None = None
 
 
 @dataclass
@@ -99,28 +101,51 @@ def _calls_attr(node: ast.AST, attr: str) -> ast.Call | None:
     return None
 
 
-def _bodies(tree: ast.AST) -> list[tuple[list[ast.stmt], ast.For | None]]:
-    found: list[tuple[list[ast.stmt], ast.For | None]] = []
+_LOOPS = (ast.For, ast.AsyncFor, ast.While)
+_Found = tuple[list[ast.stmt], ast.For | None, ast.stmt | None]
 
-    def visit(body: list[ast.stmt], loop: ast.For | None) -> None:
-        found.append((body, loop))
+
+def _bodies(tree: ast.AST) -> list[_Found]:
+    """Every statement list: (the list, its innermost ``for`` loop, its outermost loop)."""
+    found: list[_Found] = []
+
+    def visit(body: list[ast.stmt], loop: ast.For | None, outer: ast.stmt | None) -> None:
+        found.append((body, loop, outer))
         for stmt in body:
             for name in ("body", "orelse", "finalbody"):
                 inner = getattr(stmt, name, None)
                 if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt):
-                    visit(inner, stmt if isinstance(stmt, ast.For) and name == "body" else loop)
+                    own = isinstance(stmt, ast.For) and name == "body"
+                    around = outer or (stmt if isinstance(stmt, _LOOPS) else None)
+                    visit(inner, stmt if own else loop, around)  # type: ignore[arg-type]
+            for handler in getattr(stmt, "handlers", ()):
+                visit(handler.body, loop, outer)
+            for case in getattr(stmt, "cases", ()):
+                visit(case.body, loop, outer)
 
     if isinstance(tree, ast.Module):
-        visit(tree.body, None)
+        visit(tree.body, None, None)
     return found
 
 
-_COMPOUND = (ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.If, ast.Try)
+_COMPOUND = (
+    ast.For,
+    ast.AsyncFor,
+    ast.While,
+    ast.With,
+    ast.AsyncWith,
+    ast.If,
+    ast.Try,
+    ast.Match,
+    ast.FunctionDef,
+    ast.AsyncFunctionDef,
+    ast.ClassDef,
+)
 
 
 def step_region(tree: ast.Module) -> StepRegion | None:
     """The statement list whose statement calls ``.backward()`` (innermost, first found)."""
-    for body, loop in reversed(_bodies(tree)):
+    for body, loop, outer in reversed(_bodies(tree)):
         for i, stmt in enumerate(body):
             if isinstance(stmt, _COMPOUND) or _calls_attr(stmt, "backward") is None:
                 continue  # a compound statement's own bodies are visited on their own
@@ -135,12 +160,16 @@ def step_region(tree: ast.Module) -> StepRegion | None:
             )
             if zero is None:
                 zero = next((s for s in body[i + 1 :] if _calls_attr(s, "zero_grad")), None)
-            return StepRegion(body, body[start:i], stmt, loop, zero, step)
+            return StepRegion(body, body[start:i], stmt, loop, zero, step, outer)
     return None
 
 
 def _text(source: str, node: ast.AST) -> str | None:
+    """The expression's text as written; on one line (unparsed) when it spans several, so
+    that it can stand in a comment or any line of a generated cell."""
     seg = ast.get_source_segment(source, node)
+    if seg and ("\n" in seg or "\r" in seg):
+        return ast.unparse(node)
     return seg if seg else None
 
 

@@ -1,0 +1,12 @@
+# source: a DCGAN-style loop (discriminator step, generator step)
+for i, (real, _) in enumerate(dataloader):
+    netD.zero_grad()
+    output = netD(real).view(-1)
+    errD_real = criterion(output, torch.ones_like(output))
+    errD_real.backward()
+    noise = torch.randn(real.size(0), nz, 1, 1)
+    fake = netG(noise)
+    output = netD(fake.detach()).view(-1)
+    errD_fake = criterion(output, torch.zeros_like(output))
+    errD_fake.backward()
+    optimizerD.step()
