@@ -139,8 +139,8 @@ def attach(address: str | None = None, token: str | None = None, hz: float | Non
     """Report this process's memory to a notebook kernel's vramscope panel (since 1.1).
 
     For processes the kernel did not fork: spawned children, ``torchrun`` ranks, remote ranks.
-    ``address``/``token`` default to ``VRAMSCOPE_COLLECTOR``/``VRAMSCOPE_TOKEN`` (set in the
-    kernel's environment, so its subprocesses inherit them; for remote ranks see
+    ``address``/``token`` default to ``VRAMSCOPE_COLLECTOR``/``VRAMSCOPE_TOKEN`` (given by the
+    kernel: ``vramscope.processes.child_env()``/``attach_args()``; for remote ranks
     ``vramscope.processes.listen``). Idempotent; a daemon thread that stops silently when the
     kernel is gone. Returns False when no collector is known; ValueError for a bad address.
     """

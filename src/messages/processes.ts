@@ -80,6 +80,10 @@ export interface IProcessStats {
   dropped: number;
   refused: number;
   malformed: number;
+  /** Reports refused as replayed or out of the time window (optional; since 1.1). */
+  stale?: number;
+  /** Reports of new processes turned away: the live cap was reached (optional; since 1.1). */
+  processes_dropped?: number;
 }
 
 /** Since 1.1: child processes and ranks; `full` answers carry every kept lane point. */

@@ -346,8 +346,14 @@ namespace Private {
     if (stats?.dropped) {
       parts.push(`${stats.dropped} reports dropped`);
     }
-    if (stats?.refused || stats?.malformed) {
-      parts.push(`${stats.refused + stats.malformed} refused`);
+    if (stats?.refused || stats?.malformed || stats?.stale) {
+      const refused = stats.refused + stats.malformed + (stats.stale ?? 0);
+      parts.push(`${refused} refused`);
+    }
+    if (stats?.processes_dropped) {
+      parts.push(
+        `${stats.processes_dropped} reports of processes over the cap dropped`
+      );
     }
     if (model.remote) {
       parts.push(`remote ranks: ${model.remote}`);

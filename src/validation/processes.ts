@@ -73,12 +73,17 @@ export const processes = object(
     processes: array(processInfo),
     samples: record(array(processPoint)),
     findings: array(processFinding),
-    stats: object({
-      received: bytes,
-      dropped: bytes,
-      refused: bytes,
-      malformed: bytes
-    }),
+    stats: object(
+      {
+        received: bytes,
+        dropped: bytes,
+        refused: bytes,
+        malformed: bytes,
+        stale: bytes,
+        processes_dropped: bytes
+      },
+      ['stale', 'processes_dropped']
+    ),
     remote: nullable(str),
     changed_only: bool,
     forgotten: array(str)

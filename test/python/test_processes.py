@@ -218,13 +218,14 @@ def test_sigkilled_child_is_marked_ended(pk: Any) -> None:
 SPAWNED = (
     "import subprocess, sys\n"
     "spawned = subprocess.Popen([sys.executable, '-c', 'import time, vramscope; "
-    "assert vramscope.attach(); held = bytearray(32 * 2**20); time.sleep(1.5)'])"
+    "assert vramscope.attach(); held = bytearray(32 * 2**20); time.sleep(1.5)'],\n"
+    "    env=vramscope.processes.child_env())"
 )
 
 
 def test_spawned_child_attaches_through_the_environment(pk: Any) -> None:
     k, _stream, control = pk
-    k.run_ok(SPAWNED)  # attach() finds the collector in the environment the kernel set
+    k.run_ok(SPAWNED)  # attach() finds the collector in the environment it was given
     pid = k.eval("spawned.pid")
     result = wait_for(
         k, control, lambda r: any(p["pid"] == pid and p["ended"] for p in r["processes"])
@@ -257,8 +258,8 @@ def _report(pid: int, **changes: Any) -> dict[str, Any]:
 
 def test_hostile_and_malformed_reports_are_refused(pk: Any) -> None:
     k, _stream, control = pk
-    address = k.eval("__import__('os').environ['VRAMSCOPE_COLLECTOR']")
-    token = k.eval("__import__('os').environ['VRAMSCOPE_TOKEN']").encode()
+    address = k.eval("vramscope.processes.child_env()['VRAMSCOPE_COLLECTOR']")
+    token = k.eval("vramscope.processes.child_env()['VRAMSCOPE_TOKEN']").encode()
     before = state(k, control)["stats"]
     body = json.dumps(_report(999_001)).encode()
     _send(address, wire.MAGIC + wire.mac(b"not the token", body) + b"\n" + body)  # refused

@@ -173,15 +173,16 @@ def test_a_reporter_stops_once_the_collector_is_gone() -> None:
     assert [rep.report() for _ in range(3)] == [True, True, False]
 
 
-def test_service_lifecycle_sets_and_clears_the_environment() -> None:
+def test_service_lifecycle_keeps_the_token_out_of_the_environment() -> None:
     sent: list[dict[str, Any]] = []
     service = ProcessesService(sent.append, lambda: True, lambda: {}, lambda: 1)
     assert service.start()
-    address = os.environ[reporter.ENV_ADDRESS]
+    assert reporter.ENV_TOKEN not in os.environ  # given only to the processes that need it
+    address = service.credentials()[reporter.ENV_ADDRESS]
     assert address.startswith("unix:") and os.path.exists(address[5:])
     remote = service.listen("127.0.0.1", 0)
     assert remote[reporter.ENV_ADDRESS].startswith("udp:127.0.0.1:")
-    assert remote[reporter.ENV_TOKEN] == os.environ[reporter.ENV_TOKEN]
+    assert remote[reporter.ENV_TOKEN] == service.credentials()[reporter.ENV_TOKEN]
     assert sent and sent[-1]["remote"] == remote[reporter.ENV_ADDRESS]
     json.dumps(sent[-1])
     service.stop()

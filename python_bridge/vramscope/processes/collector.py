@@ -33,6 +33,9 @@ THREAD_NAME = "vramscope-collector"
 #: A child ended by SIGKILL is looked up in the kernel log again for this long (the OOM
 #: killer's line can land just after the child's exit is seen).
 OOM_RECHECK_FOR = 2.0
+#: A report whose sender time is further than this from the kernel's clock is refused as
+#: stale: a replayed report is only good for this long (besides its sender's ``seq``).
+REPLAY_WINDOW = 120.0
 
 
 class Collector:
@@ -187,7 +190,13 @@ class Collector:
                 else:
                     table.malformed += 1
             return
+        if abs(report["t"] - time.time()) > REPLAY_WINDOW:
+            with table.lock:
+                table.stale += 1
+            return
         proc, new = table.ingest(report, remote)
+        if proc is None:
+            return
         if new and not remote:
             self._watch(proc)
         if remote and report["final"]:

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import time
 from typing import Any, Callable
 
@@ -35,7 +34,6 @@ class ProcessesService:
         self._findings_key: tuple[Any, ...] = ()
         #: each process's info as the last incremental message left it, by key
         self._sent: dict[str, dict[str, Any]] = {}
-        self._env_set: dict[str, str] = {}
         self.report_hz = reporter._env_hz()
         self.error: str | None = None
 
@@ -56,20 +54,23 @@ class ProcessesService:
             reporter.Target(address, collector.token.encode(), self.report_hz),
             lambda: self.cell,
         )
-        # processes started from the kernel (subprocess, spawn) find the collector for attach()
-        self._env_set = {reporter.ENV_ADDRESS: address, reporter.ENV_TOKEN: collector.token}
-        os.environ.update(self._env_set)
+        # the token is not put in the kernel's environment (every subprocess would inherit
+        # it): processes that should report are given it explicitly (child_env, attach_args)
         return True
 
     def stop(self) -> None:
         reporter.configure(None)
-        for key, value in self._env_set.items():
-            if os.environ.get(key) == value:
-                del os.environ[key]
-        self._env_set = {}
         collector, self.collector = self.collector, None
         if collector is not None:
             collector.stop()
+
+    def credentials(self) -> dict[str, str]:
+        """The local collector's address and token, as the environment variables a process
+        started from the kernel needs for ``vramscope.attach()``."""
+        collector = self.collector
+        if collector is None or collector.address is None:
+            raise RuntimeError(self.error or "the vramscope bridge is not running in this kernel")
+        return {reporter.ENV_ADDRESS: collector.address, reporter.ENV_TOKEN: collector.token}
 
     def listen(self, host: str = "127.0.0.1", port: int = 0) -> dict[str, str]:
         """Accept remote ranks on UDP ``host:port``; the lines a remote rank needs."""

@@ -6,14 +6,22 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Any
 
 from . import wire
 from .procfs import ExitReason
 
-MAX_PROCESSES = 512  # ended ones beyond this are forgotten, oldest first
+#: Processes alive at once: a report from a new process beyond this is turned away and
+#: counted (``processes_dropped``), so a token holder cannot grow the table without limit.
+MAX_LIVE = 256
+#: Ended processes kept for the panel: beyond this they are forgotten, oldest first.
+MAX_ENDED = 256
+MAX_PROCESSES = MAX_LIVE + MAX_ENDED
+#: Forgotten processes whose last report time is still remembered (a key and a float each),
+#: so a replay of their reports cannot bring them back.
+REMEMBER_ENDED = 4096
 HISTORY = 1200  # samples kept per process (lanes, copy-on-access detection)
 MAX_PENDING = 256  # unpublished samples per process; older ones are dropped and counted
 
@@ -73,28 +81,51 @@ class ProcessTable:
         self.refused = 0
         self.malformed = 0
         self.stale = 0
+        self.processes_dropped = 0  # reports of new processes turned away (MAX_LIVE)
         self.changed = False
         self._cell_open = False
+        self._live = 0
+        #: key -> the sender's time of the last report of a process that ended and was
+        #: forgotten (bounded: REMEMBER_ENDED, oldest first)
+        self._gone: OrderedDict[str, float] = OrderedDict()
 
     # --- intake -----------------------------------------------------------------------
 
-    def ingest(self, report: wire.Report, remote: bool) -> tuple[Proc, bool]:
-        """Apply one valid report; (process, first time seen). Stale (replayed) reports are
-        counted and ignored."""
+    def ingest(self, report: wire.Report, remote: bool) -> tuple[Proc | None, bool]:
+        """Apply one valid report; (process, first time seen), or (None, False) when it was
+        turned away: stale (replayed: a ``seq`` not above the sender's last, or a report of
+        an ended process sent before its end) or a new process beyond ``MAX_LIVE``. Both
+        are counted."""
         key = f"{report['host']}:{report['pid']}"
         with self.lock:
             proc = self.procs.get(key)
-            new = proc is None or (proc.ended is not None and report["seq"] <= 1)
+            if proc is None:
+                last_t = self._gone.get(key)
+                reused = last_t is not None  # a forgotten process's pid
+            else:
+                last_t = proc.last_t
+                # an ended process's late report goes on its seq; a report starting the
+                # count again is a new process with the same pid
+                reused = proc.ended is not None and report["seq"] <= proc.seq
+            if reused and last_t is not None and report["t"] <= last_t:
+                self.stale += 1  # a report of an ended process, sent again
+                return None, False
+            new = proc is None or reused
             if new:
+                if self._live >= MAX_LIVE:
+                    self.processes_dropped += 1
+                    return None, False
                 proc = Proc(key, report["pid"], report["ppid"], report["host"], remote)
                 proc.started = report["t"]
                 proc.cell_born = self._cell_open
                 self.procs[key] = proc
+                self._gone.pop(key, None)
+                self._live += 1
                 self._forget_old()
             assert proc is not None
             if not new and report["seq"] <= proc.seq:
                 self.stale += 1
-                return proc, False
+                return None, False
             if proc.seq and report["seq"] > proc.seq + 1:
                 proc.dropped += report["seq"] - proc.seq - 1
             self.received += 1
@@ -151,6 +182,9 @@ class ProcessTable:
                 proc.ended = time.time()
                 proc.exit = reason
                 self.changed = True
+                if self.procs.get(proc.key) is proc:
+                    self._live -= 1
+                    self._forget_old()
 
     def amend_exit(self, proc: Proc, reason: ExitReason) -> None:
         """Replace an ended process's exit reason (evidence that came later)."""
@@ -160,11 +194,18 @@ class ProcessTable:
                 self.changed = True
 
     def _forget_old(self) -> None:
-        if len(self.procs) <= MAX_PROCESSES:
+        """Ended processes beyond ``MAX_ENDED`` are forgotten, oldest first; their keys and
+        last report times are remembered (bounded) to refuse replays."""
+        over = len(self.procs) - self._live - MAX_ENDED
+        if over <= 0:
             return
         ended = sorted((p for p in self.procs.values() if p.ended), key=lambda p: p.ended or 0)
-        for proc in ended[: len(self.procs) - MAX_PROCESSES]:
+        for proc in ended[:over]:
             del self.procs[proc.key]
+            self._gone[proc.key] = proc.last_t
+            self._gone.move_to_end(proc.key)
+        while len(self._gone) > REMEMBER_ENDED:
+            self._gone.popitem(last=False)
 
     # --- per cell -----------------------------------------------------------------------
 
@@ -232,6 +273,8 @@ class ProcessTable:
                 "dropped": dropped,
                 "refused": self.refused,
                 "malformed": self.malformed,
+                "stale": self.stale,
+                "processes_dropped": self.processes_dropped,
             }
 
     def snapshot(self, history: bool) -> tuple[list[dict[str, Any]], dict[str, list[Any]]]:
