@@ -15,6 +15,7 @@ it is returned.
 from __future__ import annotations
 
 import ast
+import keyword
 from dataclasses import dataclass
 
 from .names import StepRegion
@@ -25,6 +26,15 @@ INDENT = "    "
 
 class CannotRewrite(Exception):
     """The training cell's step could not be rewritten; the message says why."""
+
+
+def safe_word(text: str) -> str:
+    """``text`` when it is a valid identifier (and no keyword); else its ``repr``, a literal
+    on one line: no other name (a class's, a key's) reaches generated code, comments
+    included."""
+    if text.isidentifier() and not keyword.iskeyword(text):
+        return text
+    return repr(text)
 
 
 def first_line(stmt: ast.stmt) -> int:

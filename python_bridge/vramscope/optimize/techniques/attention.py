@@ -24,6 +24,7 @@ import textwrap
 from typing import Any
 
 from ...messages.optimize import Suggestion, SuggestionKind
+from ..codegen import safe_word
 from ..context import Context
 from .base import mib, predicted, suggestion
 
@@ -203,6 +204,7 @@ def suggest(ctx: Context) -> list[Suggestion]:
 
 
 def _enable_cells(sid: str, cls: str, first: str, model: str, forward: str) -> tuple[str, str]:
+    cls = safe_word(cls)
     code = (
         f"# vramscope: {sid}\n"
         f"# {cls}.forward computes softmax(q @ k^T) @ v by hand and keeps the n x n scores for\n"
@@ -248,7 +250,8 @@ def _reason(classes: list[tuple[type, str, str | None]]) -> str:
 
 
 def _template(sid: str, classes: list[tuple[type, str, str | None]]) -> str:
-    where = classes[0][0].__name__ + ".forward" if len(classes) == 1 else "the attention forward"
+    one = len(classes) == 1
+    where = safe_word(classes[0][0].__name__) + ".forward" if one else "the attention forward"
     return (
         f"# vramscope: {sid}\n"
         f"# TEMPLATE: in {where}, replace the hand-written attention\n"

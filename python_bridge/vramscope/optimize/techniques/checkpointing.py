@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...messages.optimize import Suggestion
+from ..codegen import safe_word
 from ..context import Context
 from ..peakmodel import step_peak
 from .base import mib, predicted, suggestion
@@ -148,7 +149,7 @@ def suggest(ctx: Context) -> list[Suggestion]:
         )
     if a.batchnorm:
         why.append("BatchNorm inside the blocks updates its running statistics twice a step")
-    sid = "checkpoint:" + ("hf" if hf else "".join(groups[0][0].split()) or "model")
+    sid = "checkpoint:" + ("hf" if hf else _path_id(groups[0][0]))
     pred = predicted(before, before - saving, saving, peak_saving)
     if hf:
         code, undo = hf_cells(sid, model)
@@ -177,8 +178,18 @@ def _blocks_expr(exprs: list[str]) -> str:
     return exprs[0] if len(exprs) == 1 else "[" + ", ".join(f"*{e}" for e in exprs) + "]"
 
 
+def _path_id(path: str) -> str:
+    """The suggestion id's part for a container path: the path when every part is an
+    identifier or an index, else ``blocks`` (ids are read back from marker comments)."""
+    parts = path.split(".")
+    if path and all(safe_word(p) == p or (p.isdecimal() and p.isascii()) for p in parts):
+        return path
+    return "blocks" if path else "model"
+
+
 def block_cells(sid: str, exprs: list[str], count: int, cls: str) -> tuple[str, str]:
     blocks = _blocks_expr(exprs)
+    cls = safe_word(cls)
     code = (
         f"# vramscope: {sid}\n"
         f"# Activation checkpointing of the {count} {cls} blocks: their activations are\n"
@@ -199,6 +210,8 @@ def block_cells(sid: str, exprs: list[str], count: int, cls: str) -> tuple[str, 
         "        return forward(*args, **kwargs)\n"
         "\n"
         "    checkpointed_forward.plain_forward = forward\n"
+        "    # the block's own instance-level forward, if it had one: the undo cell puts it back\n"
+        '    checkpointed_forward.own_forward = vars(block).get("forward")\n'
         "    return checkpointed_forward\n"
         "\n"
         "\n"
@@ -209,7 +222,12 @@ def block_cells(sid: str, exprs: list[str], count: int, cls: str) -> tuple[str, 
     undo = (
         f"# vramscope: undo {sid}\n"
         f"for _block in {blocks}:\n"
-        '    if hasattr(_block.forward, "plain_forward"):\n'
-        "        del _block.forward  # back to the class's forward\n"
+        '    _forward = vars(_block).get("forward")\n'
+        '    if hasattr(_forward, "plain_forward"):\n'
+        '        _own = getattr(_forward, "own_forward", None)\n'
+        "        if _own is None:\n"
+        "            del _block.forward  # back to the class's forward\n"
+        "        else:\n"
+        "            _block.forward = _own  # back to the block's own forward\n"
     )
     return code, undo

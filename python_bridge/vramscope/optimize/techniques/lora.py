@@ -17,8 +17,10 @@ import importlib.util
 from typing import Any
 
 from ...messages.optimize import Suggestion
+from ..codegen import checked, safe_word
 from ..context import Context
 from .base import mib, predicted, suggestion
+from .carry import STASH, carried, enable_helpers, undo_cell, wrap_comment
 from .optimizer import assignable, find_optimizer, state_bytes
 
 RANK = 8
@@ -102,8 +104,6 @@ def suggest(ctx: Context) -> list[Suggestion]:
     if saving <= 0:
         return []
     cls = type(optimizer).__name__
-    lr = optimizer.param_groups[0]["lr"]
-    lr_text = repr(float(lr)) if isinstance(lr, (int, float)) else "1e-3"
     sid = "lora:peft"
     installed = importlib.util.find_spec("peft") is not None
     why = [
@@ -114,41 +114,78 @@ def suggest(ctx: Context) -> list[Suggestion]:
     ]
     if not installed:
         why.append("peft is not installed in this kernel: the cell says so (pip install peft)")
+    code, undo = lora_cells(sid, model_name, name, optimizer, torch)
+    pred = predicted(None, None, saving, None)  # held between steps: no step-peak figure
+    title = f"LoRA adapters (peft): freeze the base weights of {model_name}"
+    return [suggestion(sid, "lora", title, why, pred, COST, "enable", code, undo)]
+
+
+def lora_cells(sid: str, model: str, name: str, optimizer: Any, torch: Any) -> tuple[str, str]:
+    """The enable cell (peft adapters; the optimizer rebuilt over them with every setting
+    of ``name``; schedulers re-bound; the model, the old optimizer and every parameter's
+    ``requires_grad`` kept) and the undo cell (adapters merged, all of those put back)."""
+    cls = safe_word(type(optimizer).__name__)
+    try:
+        kept, _ = carried(type(optimizer), optimizer, torch)
+    except Exception:  # the cell decides for itself; only the comment is left general
+        kept = ["its settings"]
+    about = (
+        f"LoRA (peft): the base weights of {model} frozen, rank-{RANK} adapters on every "
+        f"linear layer trained instead; {name} rebuilt as a {cls} over the adapters only, "
+        f"with its settings ({', '.join(kept)}). Parameters frozen before stay frozen; LR "
+        f"schedulers bound to {name} follow the new one. The model, the old optimizer (its "
+        f"state moved to the CPU) and every parameter's requires_grad are kept in {STASH} "
+        "for the undo cell, which merges the adapters back. Re-running this cell is harmless."
+    )
+    lora = (
+        f"LoraConfig(r={RANK}, lora_alpha={2 * RANK}, lora_dropout=0.0, "
+        'target_modules="all-linear")'
+    )
+    # the class by its torch.optim name where that is it (readable), else the old one's type
+    own = type(optimizer)
+    new_cls = (
+        f"torch.optim.{own.__name__}"
+        if getattr(torch.optim, own.__name__, None) is own
+        else "type(_old)"
+    )
     code = (
-        f"# vramscope: {sid}\n"
-        f"# LoRA (peft): the base weights of {model_name} frozen, rank-{RANK} adapters on every\n"
-        "# linear layer trained instead; the optimizer rebuilt over the adapters only.\n"
-        "# Re-running this cell is harmless; the undo cell merges the adapters back.\n"
-        "import torch\n"
-        "\n"
+        f"# vramscope: {sid}\n" + wrap_comment(about) + "import inspect\n\nimport torch\n\n"
         "try:\n"
         "    from peft import LoraConfig, get_peft_model\n"
         "except ImportError as err:\n"
         '    raise ImportError("this cell needs peft: pip install peft") from err\n'
-        "\n"
-        f'if not hasattr({model_name}, "peft_config"):\n'
-        f"    {model_name} = get_peft_model(\n"
-        f"        {model_name},\n"
-        f"        LoraConfig(r={RANK}, lora_alpha={2 * RANK}, lora_dropout=0.0, "
-        'target_modules="all-linear"),\n'
-        "    )\n"
-        f"for _p in {model_name}.parameters():\n"
-        "    if not _p.requires_grad:\n"
-        "        _p.grad = None  # the frozen weights' gradients are not needed any more\n"
-        f"{name} = torch.optim.{cls}(\n"
-        f"    [_p for _p in {model_name}.parameters() if _p.requires_grad], lr={lr_text}\n"
-        ")\n"
+        "\n" + enable_helpers() + "\n" + f'{STASH} = globals().setdefault("{STASH}", {{}})\n'
+        f'if "{sid}" not in {STASH} and not hasattr({model}, "peft_config"):\n'
+        f"    _old = {name}\n"
+        f'    {STASH}["{sid}"] = {{\n'
+        f'        "model": {model},\n'
+        '        "optimizer": _old,\n'
+        f'        "requires_grad": [(_p, _p.requires_grad) for _p in {model}.parameters()],\n'
+        '        "moved": _offload(_old),\n'
+        "    }\n"
+        f"    {model} = get_peft_model({model}, {lora})\n"
+        f"    for _p in {model}.parameters():\n"
+        "        if not _p.requires_grad:\n"
+        "            _p.grad = None  # the frozen weights' gradients are not needed any more\n"
+        f"    _adapters = [_p for _p in {model}.parameters() if _p.requires_grad]\n"
+        "    _groups, _defaults = _carried_groups(type(_old), _old, _adapters)\n"
+        f"    {name} = {new_cls}(_groups, **_defaults)\n"
+        f"    _rebind_schedulers(_old, {name})\n"
+        "    del _old, _adapters, _groups, _defaults\n"
     )
-    undo = (
-        f"# vramscope: undo {sid}\n"
-        "import torch\n"
-        "\n"
-        f'if hasattr({model_name}, "peft_config"):\n'
-        f"    {model_name} = {model_name}.merge_and_unload()  # adapters merged into the weights\n"
-        f"for _p in {model_name}.parameters():\n"
-        "    _p.requires_grad_(True)\n"
-        f"{name} = torch.optim.{cls}({model_name}.parameters(), lr={lr_text})  # a fresh state\n"
+    undo = undo_cell(
+        sid,
+        f"The adapters merged into the weights; {model}, the {cls} that {name} was (with its "
+        "state) and every parameter's requires_grad back as they were.",
+        [
+            f'if hasattr({model}, "peft_config"):',
+            f"    {model}.merge_and_unload()  # the adapters merged into the base weights",
+            f'{model} = _kept["model"]',
+            'for _p, _flag in _kept["requires_grad"]:',
+            "    _p.requires_grad_(_flag)",
+            '_reload(_kept["moved"])',
+            f'_rebind_schedulers({name}, _kept["optimizer"])',
+            f'{name} = _kept["optimizer"]',
+        ],
     )
-    pred = predicted(None, None, saving, None)  # held between steps: no step-peak figure
-    title = f"LoRA adapters (peft): freeze the base weights of {model_name}"
-    return [suggestion(sid, "lora", title, why, pred, COST, "enable", code, undo)]
+    return checked(code), checked(undo)

@@ -14,8 +14,10 @@ import math
 from typing import Any
 
 from ...messages.optimize import Suggestion
+from ..codegen import checked, safe_word
 from ..context import Context
 from .base import mib, predicted, suggestion
+from .carry import STASH, carried, enable_helpers, undo_cell, wrap_comment
 
 MOMENTS = ("exp_avg", "exp_avg_sq")
 
@@ -82,9 +84,6 @@ def suggest(ctx: Context) -> list[Suggestion]:
     after = adafactor_bytes(optimizer)
     if after >= now:
         return []
-    model = ctx.names.model or "model"
-    lr = optimizer.param_groups[0]["lr"]
-    lr_text = repr(float(lr)) if isinstance(lr, (int, float)) else "1e-3"
     cls = type(optimizer).__name__
     sid = "optimizer:adafactor"
     why = [
@@ -92,20 +91,7 @@ def suggest(ctx: Context) -> list[Suggestion]:
         f"{mib(activations)} of activations the training step saves",
         f"Adafactor keeps a row and a column of second moments per weight matrix: {mib(after)}",
     ]
-    code = (
-        f"# vramscope: {sid}\n"
-        f"# A lighter optimizer: Adafactor instead of {cls} (no first moment, factored second\n"
-        "# moments). Its updates differ: watch the loss, the learning rate may need tuning.\n"
-        "import torch\n"
-        "\n"
-        f"{name} = torch.optim.Adafactor({model}.parameters(), lr={lr_text})\n"
-    )
-    undo = (
-        f"# vramscope: undo {sid}\n"
-        "import torch\n"
-        "\n"
-        f"{name} = torch.optim.{cls}({model}.parameters(), lr={lr_text})  # a fresh state\n"
-    )
+    code, undo = adafactor_cells(sid, name, optimizer, torch)
     # the state is held between steps, not made in one: no step-peak figure
     pred = predicted(None, None, now - after, None)
     cost = ("different updates (no momentum); the learning rate may need tuning", None)
@@ -114,3 +100,47 @@ def suggest(ctx: Context) -> list[Suggestion]:
             sid, "optimizer", f"Adafactor instead of {cls}", why, pred, cost, "enable", code, undo
         )
     ]
+
+
+def adafactor_cells(sid: str, name: str, optimizer: Any, torch: Any) -> tuple[str, str]:
+    """The enable cell (Adafactor built from ``name``'s groups and settings, schedulers
+    re-bound, the old optimizer kept) and the undo cell (that very optimizer back)."""
+    cls = safe_word(type(optimizer).__name__)
+    try:
+        kept, left = carried(torch.optim.Adafactor, optimizer, torch)
+    except Exception:  # the cell decides for itself; only the comment is left general
+        kept, left = ["the settings Adafactor takes"], []
+    about = (
+        f"A lighter optimizer: Adafactor instead of {cls} (no first moment, factored second "
+        "moments). Its updates differ: watch the loss, the learning rate may need tuning. "
+        f"Carried over from {name}, group by group: {', '.join(kept) or 'nothing'}"
+        + (f"; not carried (Adafactor has no such setting): {', '.join(left)}" if left else "")
+        + f". LR schedulers bound to {name} follow the new one. The old optimizer (its state "
+        f"moved to the CPU) is kept in {STASH} for the undo cell; {STASH}.clear() frees it. "
+        "Re-running this cell is harmless."
+    )
+    code = (
+        f"# vramscope: {sid}\n"
+        + wrap_comment(about)
+        + "import inspect\n\nimport torch\n\n"
+        + enable_helpers()
+        + "\n"
+        + f'{STASH} = globals().setdefault("{STASH}", {{}})\n'
+        f'if "{sid}" not in {STASH}:\n'
+        f"    _old = {name}\n"
+        "    _groups, _defaults = _carried_groups(torch.optim.Adafactor, _old)\n"
+        f"    {name} = torch.optim.Adafactor(_groups, **_defaults)\n"
+        f"    _rebind_schedulers(_old, {name})\n"
+        f'    {STASH}["{sid}"] = {{"optimizer": _old, "moved": _offload(_old)}}\n'
+        "    del _old, _groups, _defaults\n"
+    )
+    undo = undo_cell(
+        sid,
+        f"Back to the {cls} that {name} was, with its state; LR schedulers follow it back.",
+        [
+            '_reload(_kept["moved"])',
+            f'_rebind_schedulers({name}, _kept["optimizer"])',
+            f'{name} = _kept["optimizer"]',
+        ],
+    )
+    return checked(code), checked(undo)
