@@ -90,12 +90,40 @@ class Context:
 
     def units(self, blocks: dict[str, int] | None = None) -> list[Unit]:
         """The rows in forward order as peak-model units; ``blocks``: checkpointed block
-        path -> its input bytes (one unit each, its activations recomputed in backward)."""
+        path -> its input bytes (one unit each, its activations recomputed in backward).
+        Once a step was measured, one more unit stands for what the rows do not show
+        (:meth:`outside`)."""
         if not blocks:
             if self._plain_units is None:
-                self._plain_units = self._units({})
+                self._plain_units = self._with_outside(self._units({}))
             return self._plain_units
-        return self._units(blocks)
+        return self._with_outside(self._units(blocks))
+
+    def _with_outside(self, units: list[Unit]) -> list[Unit]:
+        outside = self.outside()
+        return units + [outside] if outside is not None else units
+
+    def outside(self) -> Unit | None:
+        """What the measured step had beyond the model's rows, as the unit backward visits
+        first: kept, the bytes live when backward started that no row saved (what the loss
+        saved, the model's output); transient, the rest of the measured peak the rows do not
+        explain (the loss's backward: the gradients of the logits and of their
+        log-softmax), put where backward starts, so that the rows and this unit peak as the
+        step was measured. None before a step is measured."""
+        step = self.step
+        if step is None or not step.autocast[0]:
+            return None
+
+        def compute() -> Unit:
+            saved = sum(k for _, k, _, _ in self._row_figures())
+            kept = max(0, step.autocast[0] - saved)
+            plain = step_peak(self._units({}) + [Unit(kept, 0, [], 0)], self.persistent_grads)
+            if plain >= step.peak:
+                return Unit(kept, 0, [], 0)
+            # the peak the rows miss, where backward starts: the model then peaks as measured
+            return Unit(kept, 0, [], step.peak - saved - kept)
+
+        return self.memoized(("outside", step.peak, step.autocast[0]), compute)
 
     def _row_figures(self) -> list[tuple[str, int, int, int]]:
         """Per row, once: (path, kept, gradient bytes, transient) for the peak model."""
