@@ -85,19 +85,23 @@ def watch(model: Any) -> None:
         warnings.warn(f"vramscope.watch: {reason}", stacklevel=2)
 
 
-def export(path: Any, format: str | None = None, *, samples: bool = False) -> list[Any]:
+def export(
+    path: Any, format: str | None = None, *, samples: bool = False, overwrite: bool = False
+) -> list[Any]:
     """Write the session report to ``path``: JSON, CSV, Markdown or self-contained HTML.
 
     The format comes from the suffix (``.json``, ``.csv``, ``.md``, ``.html``) unless
     ``format`` names it. ``samples=True`` with CSV also writes the timeline samples to
-    ``<name>.samples.csv``. Returns the paths written. Raises ValueError for an unknown format.
+    ``<name>.samples.csv``. Returns the paths written. Raises ValueError for an unknown format,
+    FileExistsError when a file to write exists (nothing is written) unless ``overwrite``.
     """
     from .exports import format_for, with_notebook, write_report
 
     fmt = format_for(path, format)
     session = getattr(_running_shell(), "user_ns", {}).get("__session__")
     notebook = session.rsplit("/", 1)[-1] if isinstance(session, str) and session else None
-    return list(write_report(with_notebook(session_report(), notebook), path, fmt, samples=samples))
+    report = with_notebook(session_report(), notebook)
+    return list(write_report(report, path, fmt, samples=samples, overwrite=overwrite))
 
 
 def estimate(

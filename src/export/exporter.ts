@@ -8,6 +8,7 @@ import { Contents } from '@jupyterlab/services';
 import { ExportFormat, IExportResult } from '../protocol';
 import { IMemorySession } from '../tokens';
 import { validateExportResult } from '../validate';
+import { askOverwrite, ConfirmOverwrite, fileExists } from './overwrite';
 
 /** The formats of the Export menu, in menu order. */
 export const EXPORT_FORMATS: ReadonlyArray<{
@@ -42,12 +43,17 @@ export function filesUrl(path: string): string {
   );
 }
 
-/** Ask the kernel for the report in `format` and save it next to the notebook. */
+/**
+ * Ask the kernel for the report in `format` and save it next to the notebook. A file already
+ * there is replaced only when `confirm` says so (JupyterLab's dialog by default); null when
+ * it said no (nothing saved).
+ */
 export async function exportReport(
   session: IMemorySession,
   format: ExportFormat,
-  contents: Contents.IManager
-): Promise<IExported> {
+  contents: Contents.IManager,
+  confirm: ConfirmOverwrite = askOverwrite
+): Promise<IExported | null> {
   const raw = await session.request('export_report', {
     format,
     notebook: session.path
@@ -57,6 +63,9 @@ export async function exportReport(
     throw new Error(`the kernel's export is malformed (${result})`);
   }
   const path = reportPath(session.path, result.filename);
+  if ((await fileExists(contents, path)) && !(await confirm(path))) {
+    return null;
+  }
   await contents.save(path, {
     type: 'file',
     format: 'text',

@@ -16,6 +16,7 @@ import { EXPORT_FORMATS, exportReport, filesUrl } from './exporter';
 import { ExportView } from './view';
 
 export { exportReport, filesUrl, reportPath } from './exporter';
+export { askOverwrite, fileExists } from './overwrite';
 export { ExportView } from './view';
 
 namespace CommandIDs {
@@ -60,11 +61,17 @@ export const exportPlugin: JupyterFrontEndPlugin<void> = {
         // A tab opened now, while the click still counts as a user gesture, is not blocked.
         const tab = format === 'html' ? window.open('', '_blank') : null;
         try {
-          const { path } = await exportReport(
+          const exported = await exportReport(
             session,
             format,
             app.serviceManager.contents
           );
+          if (!exported) {
+            tab?.close();
+            view.setStatus('Export cancelled: the existing report was kept');
+            return;
+          }
+          const { path } = exported;
           const open = () => {
             if (format !== 'html') {
               void app.commands.execute('docmanager:open', { path });

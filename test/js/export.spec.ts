@@ -36,6 +36,9 @@ function session(answer: unknown, path = 'work/runs/train.ipynb') {
 function contents() {
   const saved: { path: string; options: Partial<Contents.IModel> }[] = [];
   const manager = {
+    get: async () => {
+      throw { response: { status: 404 } }; // nothing there yet
+    },
     save: async (path: string, options: Partial<Contents.IModel>) => {
       saved.push({ path, options });
       return { path } as Contents.IModel;
@@ -75,7 +78,7 @@ describe('exportReport', () => {
   it('saves the kernel file next to the notebook', async () => {
     const { s, asked } = session(result());
     const { manager, saved } = contents();
-    const out = await exportReport(s, 'html', manager);
+    const out = (await exportReport(s, 'html', manager))!;
     expect(asked).toEqual([
       {
         method: 'export_report',

@@ -23,5 +23,5 @@ def write_report(path: str) -> str:
 
     runtime = get_runtime()
     runtime.after_reply.flush()  # the last cell's insight, if its reply left no time for it
-    write(runtime.report(), path, "json")
+    write(runtime.report(), path, "json", overwrite=True)  # the runner's own temporary file
     return json.dumps(path)

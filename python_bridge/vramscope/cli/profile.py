@@ -47,7 +47,7 @@ def profile(args: argparse.Namespace, out: TextIO) -> int:
         progress.finish()
     report = with_notebook(result.report, args.notebook.name)
     for path in args.output:
-        for written in write_report(report, path):
+        for written in write_report(report, path, overwrite=True):  # named on the command line
             sys.stderr.write(f"vramscope: wrote {written}\n")
     device = pick_device(report, args.device)
     if not any(device in (c.get("devices") or {}) for c in report.get("cells") or []):

@@ -79,18 +79,30 @@ def write_report(
     fmt: str | None = None,
     *,
     samples: bool = False,
+    overwrite: bool = False,
 ) -> list[Path]:
-    """Write ``report`` to ``path``; returns the files written (CSV with ``samples``: two)."""
+    """Write ``report`` to ``path``; returns the files written (CSV with ``samples``: two).
+
+    An existing file is never replaced unless ``overwrite``: FileExistsError names every
+    file in the way (the ``.samples.csv`` sibling too) and nothing is written."""
     name = format_for(path, fmt)
     target = Path(path)
-    # errors="replace": a lone surrogate in a user string (chr(0xD800)) becomes "?"
-    target.write_text(render(report, name), encoding="utf-8", errors="replace")
-    written = [target]
+    files = [(target, render(report, name))]
     if name == "csv" and samples:
-        extra = samples_path(target)
-        extra.write_text(render_samples_csv(report), encoding="utf-8", errors="replace")
-        written.append(extra)
-    return written
+        files.append((samples_path(target), render_samples_csv(report)))
+    if not overwrite:
+        taken = [str(p) for p, _ in files if p.exists() or p.is_symlink()]
+        if taken:
+            raise FileExistsError(
+                f"{' and '.join(taken)} already exist{'s' if len(taken) == 1 else ''}: "
+                "pass overwrite=True to replace, or choose another name"
+            )
+    for file, text in files:
+        # "x": a file created meanwhile is not replaced either. errors="replace": a lone
+        # surrogate in a user string (chr(0xD800)) becomes "?"
+        with open(file, "w" if overwrite else "x", encoding="utf-8", errors="replace") as f:
+            f.write(text)
+    return [file for file, _ in files]
 
 
 def with_notebook(report: Mapping[str, Any], notebook: str | None) -> dict[str, Any]:
