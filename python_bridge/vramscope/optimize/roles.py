@@ -175,4 +175,3 @@ def undo_ids(source: str) -> list[str]:
             if len(rest) >= 2 and rest[0] == "undo":
                 ids.append(rest[1])
     return ids
-
