@@ -242,17 +242,19 @@ MIN_SAVING_FRACTION = 0.02
 
 
 def worth_offering(s: Suggestion, step: Any) -> bool:
-    """A memory technique's card is offered when it saves at least ``MIN_SAVING_FRACTION``
-    of the saved activations or of the measured step peak; freeing what holders keep and
-    the fixes for mistakes are always offered."""
+    """A memory technique's card is offered when it saves at least ``MIN_SAVING_FRACTION``:
+    of the measured step's peak when a step was measured and the technique predicts it (the
+    peak decides what fits: a card never says "saves 2 MiB" while the peak stays or rises),
+    else of the saved activations. Freeing what holders keep and the fixes for mistakes are
+    always offered."""
     if s["technique"] not in ("checkpointing", "autocast", "accumulation", "attention"):
         return True
     pred = s["predicted"]
-    fraction = pred["saving_fraction"]
     peak_saving = pred["step_peak_saving_bytes"]
     peak = getattr(step, "peak", None)
-    if peak and peak_saving is not None and peak_saving >= MIN_SAVING_FRACTION * peak:
-        return True
+    if peak and peak_saving is not None:
+        return peak_saving >= MIN_SAVING_FRACTION * peak
+    fraction = pred["saving_fraction"]
     return fraction is None or fraction >= MIN_SAVING_FRACTION
 
 
