@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import ast
+import keyword
 import re
 from typing import Any
 
@@ -203,7 +204,7 @@ def free_holders(ctx: Context) -> list[Suggestion]:
         if kind in FREE_CELLS:
             what, body = FREE_CELLS[kind]
             sid = f"free:{kind}"
-        elif kind == "graph_retention" and name.isidentifier():
+        elif kind == "graph_retention" and name.isidentifier() and not keyword.iskeyword(name):
             what = f"`{name}`'s autograd graphs"
             sid = f"free:{name}"
             body = (
