@@ -287,3 +287,17 @@ def test_calls_the_model() -> None:
     assert not calls("out = trainer.model_b(x)", "trainer.model")
     assert calls("out = models['main'](x)", "models['main']")
     assert calls("sortie = modèle(x)", "modèle") and not calls("sous_modèle(x)", "modèle")
+
+
+def test_a_cell_that_keeps_its_graphs_in_a_list_is_a_leak_not_an_evaluation(
+    cells: Cells,
+) -> None:
+    """The demo's leak cell (losses.append(loss), no backward): named by the holders and the
+    kept-graph mistake, never "Evaluation with autograd on" (issue 22 item 4)."""
+    cells.run(CLEAN)
+    cells.run("losses = []\nfor _ in range(3):\n    losses.append(model(x).sum())  # leak")
+    advice = cells.advisor.advise()
+    ids = [m["id"] for m in advice["mistakes"]]
+    assert "kept_graph:losses" in ids and not [i for i in ids if i.startswith("eval")], ids
+    assert not [s for s in advice["suggestions"] if s["technique"] == "inference_mode"]
+    assert "free:losses" in [s["id"] for s in advice["suggestions"]]

@@ -123,9 +123,18 @@ def eval_cells(ctx: Context, runs: list[CellRun]) -> list[tuple[CellSource, int]
     # an insight shared with a training cell (cells run quickly one after another) holds
     # that cell's graph: it says nothing about the cells beside it
     measured.update(id(r.insight) for r in runs if r.insight is not None and _trains(r))
+    # a cell that fills a list the holders found keeping graphs (losses.append(loss)) is
+    # that leak, which the holders and mistakes name, not an evaluation
+    kept_lists = [
+        str(h.get("name"))
+        for h in ctx.holders
+        if h.get("kind") == "graph_retention" and str(h.get("name", "")).isidentifier()
+    ]
     for run in runs:
         src = run.cell.source
         if _trains(run) or not calls(src, model):
+            continue
+        if any(f"{name}.append(" in src or f"{name} +=" in src for name in kept_lists):
             continue
         if "inference_mode" in src or "no_grad" in src:
             continue
