@@ -9,12 +9,12 @@ from typing import Any, Literal, TypedDict, Union, get_args
 
 from .messages.optimize import AdviceMessage, BatchSearchMessage  # since 1.1
 from .protocol_errors import MAX_ECHO_CHARS as MAX_ECHO_CHARS
+from .protocol_errors import MAX_ID_CHARS, kind_of, reply_id
 from .protocol_errors import MAX_NAME_CHARS as MAX_NAME_CHARS
 from .protocol_errors import ErrorCode as ErrorCode
 from .protocol_errors import ProtocolError as ProtocolError
 from .protocol_errors import echo as echo
 from .protocol_errors import is_finite_number as is_finite_number
-from .protocol_errors import kind_of
 from .protocol_params import check_feature_params
 
 PROTOCOL_VERSION = "1.1.0"
@@ -363,12 +363,42 @@ def check_protocol_version(metadata: object) -> None:
         )
 
 
+#: The longest ``error_type`` a cell record (and so a cell's metadata) carries.
+MAX_ERROR_TYPE_CHARS = 200
+
+
+def error_type_of(exc: BaseException | None) -> str | None:
+    """A failed cell's exception class name, cut to ``MAX_ERROR_TYPE_CHARS`` with ``…``."""
+    if exc is None:
+        return None
+    name = type(exc).__name__
+    if len(name) <= MAX_ERROR_TYPE_CHARS:
+        return name
+    return name[: MAX_ERROR_TYPE_CHARS - 1] + "…"
+
+
 def validate_request(obj: object) -> Request:
-    """Check a received payload; return it typed as a Request or raise ProtocolError."""
+    """Check a received payload; return it typed as a Request or raise ProtocolError.
+
+    Every error carries the request's id as far as one was sent (``reply_id``): also an
+    invalid id, and also when a check fails in an unforeseen way (``invalid_params``)."""
     if not isinstance(obj, dict):
         raise ProtocolError("invalid_message", f"message must be an object, got {kind_of(obj)}")
+    reply_to = reply_id(obj.get("id"))
+    try:
+        return _validate_request(obj, reply_to)
+    except ProtocolError as err:
+        if err.in_reply_to is None:
+            err.in_reply_to = reply_to
+        raise
+    except Exception as exc:  # a check that broke on hostile input still answers the caller
+        raise ProtocolError(
+            "invalid_params", f"request could not be checked ({type(exc).__name__})", reply_to
+        ) from None
+
+
+def _validate_request(obj: dict[str, Any], reply_to: str | None) -> Request:
     raw_id = obj.get("id")
-    reply_to = raw_id if isinstance(raw_id, str) else None
     msg_type = obj.get("type")
     if not isinstance(msg_type, str):
         raise ProtocolError("invalid_message", "message has no string 'type'", reply_to)
@@ -378,8 +408,10 @@ def validate_request(obj: object) -> Request:
             f"the kernel accepts only 'request' messages, got {echo(msg_type)}",
             reply_to,
         )
-    if not isinstance(raw_id, str) or not raw_id:
-        raise ProtocolError("invalid_message", "request needs a non-empty string 'id'")
+    if not isinstance(raw_id, str) or not 0 < len(raw_id) <= MAX_ID_CHARS:
+        raise ProtocolError(
+            "invalid_message", f"request needs a string 'id' of 1..{MAX_ID_CHARS} chars", reply_to
+        )
     method = obj.get("method")
     if not isinstance(method, str):
         raise ProtocolError("invalid_message", "request needs a string 'method'", raw_id)

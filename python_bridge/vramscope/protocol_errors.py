@@ -19,6 +19,7 @@ ErrorCode = Literal[
 ]
 MAX_NAME_CHARS = 256  # longest model name a get_insight request may carry
 MAX_ECHO_CHARS = 80  # longest user-sent value quoted back in an error message
+MAX_ID_CHARS = 256  # longest request id; a longer one is invalid, echoed cut to this
 
 
 class ProtocolError(Exception):
@@ -32,11 +33,28 @@ class ProtocolError(Exception):
 
 
 def is_finite_number(value: object) -> bool:
-    return (
-        isinstance(value, (int, float))
-        and not isinstance(value, bool)
-        and math.isfinite(float(value))
-    )
+    """An int or float that is finite as a float (an int past 1.8e308 is not: no raise)."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return False
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:
+        return False
+
+
+def reply_id(raw: object) -> str | None:
+    """What an error's ``in_reply_to`` echoes of a request's ``id``, whatever was sent: a
+    string cut to ``MAX_ID_CHARS``; a number as its text (an int of more than 1,024 bits,
+    which even ``str()`` may refuse, as ``int:<bits> bits``); anything else null."""
+    if isinstance(raw, str):
+        return raw[:MAX_ID_CHARS] or None
+    if isinstance(raw, bool):
+        return None
+    if isinstance(raw, int):
+        return str(raw) if raw.bit_length() <= 1024 else f"int:{raw.bit_length()} bits"
+    if isinstance(raw, float):
+        return repr(raw)
+    return None
 
 
 def echo(value: object) -> str:

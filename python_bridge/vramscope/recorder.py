@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from .devices import CellMark, Device, PeakPolicy
-from .protocol import CellRecord, DeviceDelta, DeviceSample
+from .protocol import CellRecord, DeviceDelta, DeviceSample, error_type_of
 from .quiet import settled, wait_kernel_quiet
 
 CODE_HEAD_CHARS = 120
@@ -136,7 +136,7 @@ class CellRecorder:
             "start_time": pending.start_time,
             "duration": end_perf - pending.start_perf,
             "ok": exc is None and bool(getattr(result, "success", True)),
-            "error_type": type(exc).__name__ if exc is not None else None,
+            "error_type": error_type_of(exc),
             "oom": is_oom(exc),
             "code_head": code_head(pending.source),
             "devices": deltas,

@@ -9,7 +9,8 @@ from .protocol import ProtocolError, Settings, echo, is_finite_number
 
 MIN_SAMPLE_HZ = 0.5
 MAX_SAMPLE_HZ = 50.0
-MAX_HISTORY_LIMIT = 10_000_000
+#: Samples the kernel's ring buffer may keep (each sample ~0.3-0.7 KB: at most ~0.7 GB).
+MAX_HISTORY_LIMIT = 1_000_000
 
 
 def default_settings() -> Settings:

@@ -8,6 +8,9 @@ import { cellRecordCheck } from '../validate';
 /** Cell metadata key. */
 export const METADATA_KEY = 'vramscope';
 
+/** The longest `error_type` kept (docs/protocol.md, "Bounds"); longer ones end in `…`. */
+export const MAX_ERROR_TYPE_CHARS = 200;
+
 /** What is kept per cell: the record without `cell_id` (the cell knows it) and `code_head`. */
 export type ICellMemoryMetadata = Omit<ICellRecord, 'cell_id' | 'code_head'>;
 
@@ -27,7 +30,7 @@ export function metadataFromRecord(record: ICellRecord): ICellMemoryMetadata {
     start_time: record.start_time,
     duration: record.duration,
     ok: record.ok,
-    error_type: record.error_type,
+    error_type: Private.capped(record.error_type),
     oom: record.oom,
     devices
   };
@@ -35,11 +38,31 @@ export function metadataFromRecord(record: ICellRecord): ICellMemoryMetadata {
 
 /** Read stored metadata; null when absent or malformed (e.g. edited by hand). */
 export function readMetadata(value: unknown): ICellMemoryMetadata | null {
-  return Private.check(value, METADATA_KEY) === null
-    ? (value as ICellMemoryMetadata)
-    : null;
+  if (Private.check(value, METADATA_KEY) !== null) {
+    return null;
+  }
+  const stored = value as ICellMemoryMetadata;
+  const errorType = Private.capped(stored.error_type);
+  return errorType === stored.error_type
+    ? stored
+    : { ...stored, error_type: errorType };
 }
 
 namespace Private {
   export const check = cellRecordCheck(['cell_id', 'code_head']);
+
+  /**
+   * `name` cut to MAX_ERROR_TYPE_CHARS code points, as the kernel counts them (a stored or
+   * hand-edited one may be longer).
+   */
+  export function capped(name: string | null): string | null {
+    if (name === null || name.length <= MAX_ERROR_TYPE_CHARS) {
+      return name;
+    }
+    const chars = Array.from(name);
+    if (chars.length <= MAX_ERROR_TYPE_CHARS) {
+      return name;
+    }
+    return chars.slice(0, MAX_ERROR_TYPE_CHARS - 1).join('') + '…';
+  }
 }

@@ -46,7 +46,7 @@ def test_valid_request_passes_and_extra_fields_are_ignored() -> None:
         ({"id": "r1"}, "invalid_message", "r1"),
         (_req(type="hello"), "unknown_type", "r1"),
         (_req(id=""), "invalid_message", None),
-        (_req(id=5), "invalid_message", None),
+        (_req(id=5), "invalid_message", "5"),  # echoed as sent (issue 21)
         (_req(method=3), "invalid_message", "r1"),
         (_req(params=None), "invalid_message", "r1"),
         (_req(method="explode"), "unknown_method", "r1"),
