@@ -79,9 +79,11 @@ export function suggestionCard(
   card.dataset.technique = s.technique;
   card.dataset.kind = s.kind;
   card.dataset.savingBytes = String(s.predicted.saving_bytes);
+  // applied: the card stays (its outcome below, its undo here), without "Insert cell below"
+  card.classList.toggle('vramscope-mod-applied', s.applied === true);
   const title = h('div', 'vramscope-Optimize-title');
   title.append(
-    h('span', 'vramscope-Optimize-kind', s.kind),
+    h('span', 'vramscope-Optimize-kind', s.applied ? 'applied' : s.kind),
     h('span', 'vramscope-Optimize-rank', `${rank}.`),
     h('span', 'vramscope-Optimize-name', s.title)
   );
@@ -96,14 +98,16 @@ export function suggestionCard(
     why.appendChild(h('li', '', fact));
   }
   const actions = h('div', 'vramscope-Optimize-actions');
-  actions.appendChild(
-    button(
-      'vramscope-Optimize-insert',
-      'Insert cell below',
-      s.id,
-      'Preview the cell, then insert it below (it does not run)'
-    )
-  );
+  if (!s.applied) {
+    actions.appendChild(
+      button(
+        'vramscope-Optimize-insert',
+        'Insert cell below',
+        s.id,
+        'Preview the cell, then insert it below (it does not run)'
+      )
+    );
+  }
   if (s.undo_code) {
     actions.appendChild(
       button(

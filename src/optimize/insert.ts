@@ -34,6 +34,9 @@ export function insertables(advice: IAdvice | null): IInsertable[] {
   }
   const out: IInsertable[] = [];
   for (const s of advice.suggestions) {
+    if (s.applied) {
+      continue; // applied: only its undo cell is offered
+    }
     out.push({
       key: s.id,
       label: s.title,

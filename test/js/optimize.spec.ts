@@ -23,6 +23,7 @@ import {
   outcomeCard,
   savingText,
   stepPeakMiss,
+  suggestionCard,
   verdicts
 } from '../../src/optimize/cards';
 import {
@@ -369,6 +370,28 @@ describe('insert', () => {
     expect(insertables(null)).toEqual([]);
   });
 
+  it('offers an applied suggestion only through its undo cell, and keeps its card', () => {
+    const applied = { ...advice() };
+    applied.suggestions = applied.suggestions.map(s =>
+      s.id === 'checkpoint:model.layers' ? { ...s, applied: true } : s
+    );
+    expect(insertables(applied).map(i => i.key)).toEqual([
+      'autocast',
+      'checkpoint:model.layers:undo',
+      'mistake:zero_grad',
+      FINDER_KEY
+    ]);
+    const card = suggestionCard(suggestion({ applied: true }), 1, 'binary');
+    expect(card.classList.contains('vramscope-mod-applied')).toBe(true);
+    expect(card.querySelector('.vramscope-Optimize-kind')?.textContent).toBe(
+      'applied'
+    );
+    expect(card.querySelector('.vramscope-Optimize-insert')).toBeNull();
+    expect(card.querySelector('.vramscope-Optimize-undo')).not.toBeNull();
+    const offered = suggestionCard(suggestion({}), 1, 'binary');
+    expect(offered.querySelector('.vramscope-Optimize-insert')).not.toBeNull();
+  });
+
   it('puts enable cells below the active cell and rewrites below the training cell', () => {
     const nb = notebook(
       [
@@ -613,6 +636,11 @@ describe('cards', () => {
     expect(texts(pending)).toEqual([
       'Run the training cell again to measure the change.'
     ]);
+    const note =
+      'your training cell [9] re-created `optimizer`, so this change was not in the run';
+    const undone = outcome({ verdict: 'undone', note, missed: false });
+    expect(texts(undone)).toEqual([`Not measured: ${note}`]);
+    expect(verdicts(undone)[0].missed).toBe(true); // drawn as a miss, never green
   });
 
   it('summarises a batch-size search', () => {
