@@ -86,6 +86,8 @@ export interface IOutcome {
   verdict?: OutcomeVerdict;
   /** Since 1.2: why the verdict is what it is, in words. */
   note?: string | null;
+  /** Since 1.2: the bytes a "free" suggestion's cell gave back (null for other kinds). */
+  freed_bytes?: number | null;
 }
 
 export type OutcomeVerdict = 'pending' | 'met' | 'missed' | 'undone';

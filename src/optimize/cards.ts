@@ -186,6 +186,7 @@ export function outcomeCard(o: IOutcome, units: Units): HTMLElement {
   const m = measuredSavings(o);
   const bytes = (v: number | null) =>
     v === null ? '–' : formatBytes(v, { units });
+  const freed = o.freed_bytes ?? null;
   const table = h('table', 'vramscope-Optimize-compare');
   const head = table.createTHead().insertRow();
   for (const text of ['', 'Predicted', 'Measured']) {
@@ -213,6 +214,37 @@ export function outcomeCard(o: IOutcome, units: Units): HTMLElement {
       h('td', '', measured)
     );
   };
+  if (freed !== null) {
+    // a "free" suggestion: measured by its own cell, the bytes it gave back
+    row('freed', 'Freed', o.predicted.saving_bytes, bytes(freed), freed);
+  } else {
+    trainingRows(o, m, row, bytes);
+  }
+  card.appendChild(table);
+  for (const v of lines) {
+    const line = h('div', 'vramscope-Optimize-verdict', v.text);
+    line.dataset.key = v.key;
+    line.classList.toggle('vramscope-mod-missed', v.missed);
+    card.appendChild(line);
+  }
+  return card;
+}
+
+type Row = (
+  key: string,
+  label: string,
+  predicted: number | null | undefined,
+  measured: string,
+  value: number | null
+) => void;
+
+/** The rows of a training-run outcome: saved activations, step peak, cell duration. */
+function trainingRows(
+  o: IOutcome,
+  m: ReturnType<typeof measuredSavings>,
+  row: Row,
+  bytes: (v: number | null) => string
+): void {
   row(
     'activations',
     'Saved activations',
@@ -233,14 +265,6 @@ export function outcomeCard(o: IOutcome, units: Units): HTMLElement {
         (m.durationRatio !== null ? ` (×${m.durationRatio.toFixed(2)})` : '')
       : '–';
   row('duration', 'Cell duration', undefined, duration, m.durationRatio);
-  card.appendChild(table);
-  for (const v of lines) {
-    const line = h('div', 'vramscope-Optimize-verdict', v.text);
-    line.dataset.key = v.key;
-    line.classList.toggle('vramscope-mod-missed', v.missed);
-    card.appendChild(line);
-  }
-  return card;
 }
 
 /** A miss over this fraction of the prediction is called out (the kernel uses the same). */
@@ -281,6 +305,15 @@ function missText(what: string, miss: number | null, missed: boolean): string {
 export function verdicts(
   o: IOutcome
 ): { key: string; text: string; missed: boolean }[] {
+  if ((o.freed_bytes ?? null) !== null) {
+    return [
+      {
+        key: 'freed',
+        text: missText('Freed', o.miss_fraction, o.missed),
+        missed: o.missed
+      }
+    ];
+  }
   if (o.verdict === 'undone') {
     return [
       {

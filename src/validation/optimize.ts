@@ -71,9 +71,10 @@ const outcome = object(
     missed: bool,
     step_peak_miss_fraction: nullable(nonNeg),
     verdict: literal('pending', 'met', 'missed', 'undone'),
-    note: nullable(str)
+    note: nullable(str),
+    freed_bytes: nullable(bytes)
   },
-  ['step_peak_miss_fraction', 'verdict', 'note'] // since 1.2
+  ['step_peak_miss_fraction', 'verdict', 'note', 'freed_bytes'] // since 1.2
 );
 
 const names = ['model', 'optimizer', 'loss_fn', 'data', 'batch'];

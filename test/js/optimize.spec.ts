@@ -641,6 +641,25 @@ describe('cards', () => {
     const undone = outcome({ verdict: 'undone', note, missed: false });
     expect(texts(undone)).toEqual([`Not measured: ${note}`]);
     expect(verdicts(undone)[0].missed).toBe(true); // drawn as a miss, never green
+    const freed = outcomeCard(
+      outcome({
+        technique: 'free_holders',
+        before: null,
+        freed_bytes: 16 * 1024,
+        miss_fraction: 0.9999,
+        missed: true
+      }),
+      'binary'
+    );
+    expect(
+      [...freed.querySelectorAll('tr[data-key]')].map(r =>
+        r.getAttribute('data-key')
+      )
+    ).toEqual(['freed']);
+    expect(
+      freed.querySelector('tr[data-key="freed"]')?.getAttribute('data-measured')
+    ).toBe(String(16 * 1024));
+    expect(freed.classList.contains('vramscope-mod-missed')).toBe(true);
   });
 
   it('summarises a batch-size search', () => {

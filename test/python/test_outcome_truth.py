@@ -78,11 +78,12 @@ class Flow:
         saved_now: int = 0,
         peak: int | None = None,
         ok: bool = True,
+        delta: int = 0,
     ) -> int:
         self.n += 1
         self.log.add(
             CellSource(self.n, f"c{self.n}", source),
-            {"ok": ok, "duration": 1.0},
+            {"ok": ok, "duration": 1.0, "devices": {"cpu": {"delta_bytes": delta}}},
             step(peak) if peak is not None else None,
             {},
         )
@@ -214,3 +215,23 @@ def test_the_cell_that_ran_the_step_is_the_training_cell() -> None:
     assert training_text(loop)  # calls backward itself
     assert training_text("@torch.no_grad()\ndef f(): pass\nloss.backward()\n")
     assert not training_text("def train():\n    loss.backward()\n    opt.step()\n")
+
+
+FREE_TB = suggestion("free:traceback", "free", 256 * MIB, None, "")
+
+
+def test_a_free_card_is_checked_against_what_its_cell_freed() -> None:
+    """A "free" suggestion (a kept traceback here) is measured by its own cell: the bytes the
+    cell gave back against the bytes predicted; the training runs around it do not count."""
+    f = Flow(FREE_TB)
+    f.run(TRAIN, 30 * MIB)
+    f.run("# vramscope: free:traceback\nimport sys\nsys.last_traceback = None\n", delta=-(2**28))
+    o = f.outcome("free:traceback")
+    assert (o["freed_bytes"], o["miss_fraction"], o["verdict"]) == (2**28, 0.0, "met")
+    f.run(TRAIN, 30 * MIB)
+    assert f.outcome("free:traceback") == o
+    g = Flow(FREE_TB)
+    g.run(TRAIN, 30 * MIB)
+    g.run("# vramscope: free:traceback\n", delta=-17 * 1024)  # freed nothing (the old cell)
+    o = g.outcome("free:traceback")
+    assert o["freed_bytes"] == 17 * 1024 and o["missed"] and o["verdict"] == "missed"

@@ -90,6 +90,9 @@ class Outcome(TypedDict):
     verdict: OutcomeVerdict
     #: since 1.2: why the verdict is what it is, in words (null: nothing to add)
     note: str | None
+    #: since 1.2: a "free" suggestion's cell gave back these bytes (its memory's fall);
+    #: null for the other kinds
+    freed_bytes: int | None
 
 
 class Advice(TypedDict):

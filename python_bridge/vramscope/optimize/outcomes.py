@@ -124,7 +124,10 @@ class CellLog:
                 continue
             if unchanged_template(suggestion, cell.source):
                 continue
-            self.applied[sid] = Applied(suggestion, self.last_training)
+            if suggestion.get("kind") == "free":  # measured by the cell itself: what it freed
+                self.applied[sid] = Applied(suggestion, None, run)
+            else:
+                self.applied[sid] = Applied(suggestion, self.last_training)
             changed = True
         if record.get("ok", True) and is_training(cell.source, step, ns):
             for applied in self.applied.values():
@@ -203,6 +206,8 @@ def outcome(
     re-created what the suggestion changed), missed, or met."""
     s = applied.suggestion
     predicted: Predicted = s["predicted"]
+    if s.get("kind") == "free":
+        return freed_outcome(sid, s, applied.after)
     steps = bool(applied.before and applied.before.step and applied.after and applied.after.step)
     before = measured(applied.before, steps, baselines[0]) if applied.before else None
     after = measured(applied.after, steps, baselines[1]) if applied.after else None
@@ -235,6 +240,38 @@ def outcome(
         "step_peak_miss_fraction": peak_miss,
         "verdict": verdict,
         "note": note,
+        "freed_bytes": None,
+    }
+
+
+def freed_outcome(sid: str, s: dict[str, Any], cell: CellRun | None) -> Outcome:
+    """A "free" suggestion (the output cache, a kept traceback, graphs held by a list) is
+    measured by its own cell: the bytes it gave back (the fall of the cell's memory, over its
+    devices) against the bytes predicted."""
+    predicted: Predicted = s["predicted"]
+    freed: int | None = None
+    miss: float | None = None
+    if cell is not None:
+        deltas = (cell.record.get("devices") or {}).values()
+        freed = max(0, -sum(int(d.get("delta_bytes", 0)) for d in deltas if isinstance(d, dict)))
+        want = predicted["saving_bytes"]
+        if want:
+            miss = round(abs(freed - want) / want, 4)
+    missed = miss is not None and miss > MISS_LIMIT
+    verdict: OutcomeVerdict = "pending" if cell is None else "missed" if missed else "met"
+    return {
+        "suggestion_id": sid,
+        "technique": s["technique"],
+        "title": s["title"],
+        "predicted": predicted,
+        "before": None,
+        "after": measured(cell) if cell is not None else None,
+        "miss_fraction": miss,
+        "missed": missed,
+        "step_peak_miss_fraction": None,
+        "verdict": verdict,
+        "note": None,
+        "freed_bytes": freed,
     }
 
 
