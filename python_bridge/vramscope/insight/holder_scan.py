@@ -140,8 +140,9 @@ def _scan_one(
         tally.bytes,
         f"the last failed cell's traceback keeps {tally.tensors} tensors in its "
         "frames' locals alive",
-        "import sys; sys.last_traceback = sys.last_value = sys.last_exc = None; "
-        "get_ipython().InteractiveTB.tb = None",
+        "insert and run Optimize's cell that frees the last error's traceback (it clears "
+        "the frames IPython and sys keep and collects them: setting sys.last_traceback to "
+        "None alone frees nothing right after the error)",
     )
 
 
