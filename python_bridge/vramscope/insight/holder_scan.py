@@ -17,6 +17,7 @@ from typing import Any, Optional
 
 import torch
 
+from ..fixes import FREE_TRACEBACK
 from ._torchutil import StorageKey
 from .holders import (
     _CONTAINERS,
@@ -140,9 +141,7 @@ def _scan_one(
         tally.bytes,
         f"the last failed cell's traceback keeps {tally.tensors} tensors in its "
         "frames' locals alive",
-        "insert and run Optimize's cell that frees the last error's traceback (it clears "
-        "the frames IPython and sys keep and collects them: setting sys.last_traceback to "
-        "None alone frees nothing right after the error)",
+        FREE_TRACEBACK,
     )
 
 
