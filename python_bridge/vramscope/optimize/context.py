@@ -101,7 +101,7 @@ class Context:
 
     def _with_outside(self, units: list[Unit]) -> list[Unit]:
         outside = self.outside()
-        return units + [outside] if outside is not None else units
+        return [*units, outside] if outside is not None else units
 
     def outside(self) -> Unit | None:
         """What the measured step had beyond the model's rows, as the unit backward visits
@@ -117,7 +117,7 @@ class Context:
         def compute() -> Unit:
             saved = sum(k for _, k, _, _ in self._row_figures())
             kept = max(0, step.autocast[0] - saved)
-            plain = step_peak(self._units({}) + [Unit(kept, 0, [], 0)], self.persistent_grads)
+            plain = step_peak([*self._units({}), Unit(kept, 0, [], 0)], self.persistent_grads)
             if plain >= step.peak:
                 return Unit(kept, 0, [], 0)
             # the peak the rows miss, where backward starts: the model then peaks as measured
