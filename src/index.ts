@@ -29,6 +29,7 @@ import {
 import { ICommandPalette, IThemeManager } from '@jupyterlab/apputils';
 import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
+import { IStateDB } from '@jupyterlab/statedb';
 
 import { CellFooterManager } from './footer';
 import { vramscopeIcon } from './icons';
@@ -39,7 +40,7 @@ import { exportPlugin } from './export';
 import { optimizePlugin } from './optimize';
 import { processesPlugin } from './processes';
 import { MemoryTracker, parseSettings } from './model';
-import { MemoryPanel } from './panel';
+import { MemoryPanel, PaneState } from './panel';
 import { TimelineView } from './timeline/view';
 import { IMemoryPanel, IMemorySession, IMemoryTracker } from './tokens';
 
@@ -92,15 +93,19 @@ const panelPlugin: JupyterFrontEndPlugin<IMemoryPanel> = {
     'The vramscope side panel: connection, devices and per-cell memory.',
   autoStart: true,
   requires: [IMemoryTracker],
-  optional: [ILabShell, ICommandPalette],
+  optional: [ILabShell, ICommandPalette, IStateDB],
   provides: IMemoryPanel,
   activate: (
     app: JupyterFrontEnd,
     tracker: IMemoryTracker,
     labShell: ILabShell | null,
-    palette: ICommandPalette | null
+    palette: ICommandPalette | null,
+    state: IStateDB | null
   ): IMemoryPanel => {
-    const panel = new MemoryPanel({ tracker });
+    const panel = new MemoryPanel({
+      tracker,
+      panes: new PaneState({ state })
+    });
     // Notebook 7's shell supports the 'right' area too.
     app.shell.add(panel, 'right', { rank: 900 });
 
@@ -174,7 +179,11 @@ const footerPlugin: JupyterFrontEndPlugin<void> = {
   }
 };
 
-/** Panel section ranks: Devices 100, Timeline 150, Cells 200, Insight 300. */
+/**
+ * Pane ranks: Export 50, Devices 100, Timeline 150, Cells 200, Processes 250, Insight 300,
+ * Optimize 350, Estimator 400. Timeline and Cells start open, the others closed (every
+ * pane's header stays in sight: Optimize is one click away at any panel height).
+ */
 namespace Ranks {
   export const timeline = 150;
   export const insight = 300;
@@ -215,8 +224,10 @@ const timelinePlugin: JupyterFrontEndPlugin<void> = {
     };
     const view = new TimelineView({ themeManager, setSampleHz });
     view.sampleHzFallback = tracker.settings.sampleHz;
+    view.units = tracker.settings.units;
     tracker.settingsChanged.connect((_, settings) => {
       view.sampleHzFallback = settings.sampleHz;
+      view.units = settings.units;
     });
     panel.addSection('Timeline', view, { rank: Ranks.timeline });
   }
@@ -230,7 +241,8 @@ const insightPlugin: JupyterFrontEndPlugin<void> = {
   requires: [IMemoryPanel],
   activate: (app: JupyterFrontEnd, panel: IMemoryPanel) => {
     panel.addSection('Model insight', new InsightView(), {
-      rank: Ranks.insight
+      rank: Ranks.insight,
+      collapsed: true
     });
   }
 };

@@ -155,18 +155,62 @@ export const IMemoryTracker = new Token<IMemoryTracker>(
   'Tracks the vramscope memory session of each open notebook.'
 );
 
+/** What a section puts in its header's toolbar: named widgets (`ToolbarButton`s). */
+export interface ISectionToolbarItem {
+  name: string;
+  widget: Widget;
+}
+
+/** Options of `IMemoryPanel.addSection`. */
+export interface ISectionOptions {
+  /** Lower first; built-in sections use 100 (devices) and 200 (cells). */
+  rank?: number;
+  /** Collapsed unless the user opened it before (the panel remembers). */
+  collapsed?: boolean;
+  /** Buttons in the section's header. */
+  toolbar?: ReadonlyArray<ISectionToolbarItem>;
+}
+
+/** The best thing to do now, for the panel's answer line. */
+export interface IBestAction {
+  /** Plain text: "Checkpoint model.layers". */
+  title: string;
+  /** "-24.5 MiB saved activations" (formatted in the user's units), or '' when unknown. */
+  saving: string;
+  /** Bring the action's card into view. */
+  reveal(): void;
+}
+
+/** Where the answer line takes its best action from (the Optimize plugin provides one). */
+export interface IBestActionSource {
+  /** Emitted when the followed session's best action may have changed. */
+  readonly changed: ISignal<IBestActionSource, void>;
+  /** Follow a session's advice (null: none). */
+  setSession(session: IMemorySession | null): void;
+  /** The best action now; null when there is advice and nothing to do, or no advice. */
+  readonly best: IBestAction | null;
+  /** Whether advice was computed for the followed session at all. */
+  readonly hasAdvice: boolean;
+  /** Ask for advice (opens the section that shows it). */
+  open(): void;
+}
+
 /** The vramscope side panel; other plugins add sections to it. */
 export interface IMemoryPanel {
   /**
-   * Add a titled, collapsible section below the built-in ones (lower `rank` first; built-in
-   * sections use 100 (devices) and 200 (cells)). If `widget` implements `IMemorySessionView`,
-   * the panel calls `setSession` with the active notebook's session now and on every change.
+   * Add a titled, collapsible pane (lower `rank` first). If `widget` implements
+   * `IMemorySessionView`, the panel calls `setSession` with the active notebook's session now
+   * and on every change.
    */
   addSection(
     title: string,
     widget: Widget,
-    options?: { rank?: number; collapsed?: boolean }
+    options?: ISectionOptions
   ): IDisposable;
+  /** Expand the pane titled `title` and scroll it into view; resolves to its content. */
+  revealSection(title: string): Widget | null;
+  /** The answer line's best action comes from `source` (null: none). */
+  setBestActionSource(source: IBestActionSource | null): void;
 }
 
 export const IMemoryPanel = new Token<IMemoryPanel>(

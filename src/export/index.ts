@@ -115,6 +115,6 @@ export const exportPlugin: JupyterFrontEndPlugin<void> = {
         });
       }
     }
-    panel.addSection('Export', view, { rank: RANK });
+    panel.addSection('Export', view, { rank: RANK, collapsed: true });
   }
 };

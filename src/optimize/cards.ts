@@ -5,6 +5,7 @@
  */
 import { formatBytes, formatDuration, Units } from '../format';
 import { h } from '../panel/base';
+import { appendParts, codeSpans } from '../words';
 import { mistakeKey } from './insert';
 import type { IMistake, IOutcome, IPredicted, ISuggestion } from '../protocol';
 
@@ -34,7 +35,7 @@ export function savingText(p: IPredicted, units: Units): string {
       )}`
     );
   }
-  if (p.step_peak_saving_bytes !== null) {
+  if (p.step_peak_saving_bytes !== null && p.step_peak_saving_bytes > 0) {
     parts.push(
       `step peak −${formatBytes(p.step_peak_saving_bytes, { units })}`
     );
@@ -53,6 +54,11 @@ export function costText(cost: ISuggestion['cost']): string {
     return cost.text;
   }
   return `${cost.text} (×${factor.toFixed(2)} time)`;
+}
+
+/** `el` with the kernel's text, its Markdown code spans (`name`) as `<code>`, never raw. */
+export function markdown(el: HTMLElement, text: string): HTMLElement {
+  return appendParts(el, codeSpans(text), 'vramscope-Optimize-varName');
 }
 
 function button(
@@ -85,7 +91,7 @@ export function suggestionCard(
   title.append(
     h('span', 'vramscope-Optimize-kind', s.applied ? 'applied' : s.kind),
     h('span', 'vramscope-Optimize-rank', `${rank}.`),
-    h('span', 'vramscope-Optimize-name', s.title)
+    markdown(h('span', 'vramscope-Optimize-name'), s.title)
   );
   const saving = h(
     'div',
@@ -95,7 +101,7 @@ export function suggestionCard(
   const cost = h('div', 'vramscope-Optimize-cost', `Cost: ${costText(s.cost)}`);
   const why = h('ul', 'vramscope-Optimize-why');
   for (const fact of s.why) {
-    why.appendChild(h('li', '', fact));
+    why.appendChild(markdown(h('li'), fact));
   }
   const actions = h('div', 'vramscope-Optimize-actions');
   if (!s.applied) {
@@ -130,8 +136,8 @@ export function mistakeCard(m: IMistake): HTMLElement {
   // a title that already names its cell ("... in cell [7]") does not get it twice
   const where = cell && !m.title.includes(cell) ? ` (${cell})` : '';
   card.append(
-    h('div', 'vramscope-Optimize-title', `${m.title}${where}`),
-    h('div', 'vramscope-Optimize-mistakeWhy', m.why)
+    markdown(h('div', 'vramscope-Optimize-title'), `${m.title}${where}`),
+    markdown(h('div', 'vramscope-Optimize-mistakeWhy'), m.why)
   );
   if (m.fix_code) {
     const actions = h('div', 'vramscope-Optimize-actions');
@@ -182,7 +188,7 @@ export function outcomeCard(o: IOutcome, units: Units): HTMLElement {
   if (o.miss_fraction !== null) {
     card.dataset.missFraction = String(o.miss_fraction);
   }
-  card.appendChild(h('div', 'vramscope-Optimize-title', o.title));
+  card.appendChild(markdown(h('div', 'vramscope-Optimize-title'), o.title));
   const m = measuredSavings(o);
   const bytes = (v: number | null) =>
     v === null ? '–' : formatBytes(v, { units });

@@ -12,12 +12,14 @@ import { INotebookTracker } from '@jupyterlab/notebook';
 import { IMemoryPanel, IMemoryTracker } from '../tokens';
 import { addOptimizeCommands, CommandIDs } from './commands';
 import { OptimizeModels } from './model';
+import { BestAction } from './best';
 import { OptimizeView } from './view';
 
 export { CommandIDs as OptimizeCommandIDs } from './commands';
 
 /** Below Model insight (300). */
 const RANK = 350;
+const TITLE = 'Optimize';
 
 export const optimizePlugin: JupyterFrontEndPlugin<void> = {
   id: 'jupyterlab-vramscope:optimize',
@@ -40,6 +42,23 @@ export const optimizePlugin: JupyterFrontEndPlugin<void> = {
       units: () => tracker.settings.units,
       onInsert: key => void app.commands.execute(CommandIDs.insert, { key })
     });
-    panel.addSection('Optimize', view, { rank: RANK, collapsed: true });
+    panel.addSection(TITLE, view, {
+      rank: RANK,
+      collapsed: true,
+      toolbar: view.toolbarItems
+    });
+    // the answer line at the top of the panel: the best action, a link to its card
+    panel.setBestActionSource(
+      new BestAction({
+        models,
+        units: () => tracker.settings.units,
+        reveal: id => {
+          panel.revealSection(TITLE);
+          // shown now: its model asks for advice if stale; the card is drawn from the last
+          requestAnimationFrame(() => view.revealCard(id));
+        },
+        open: () => void panel.revealSection(TITLE)
+      })
+    );
   }
 };

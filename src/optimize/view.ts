@@ -3,13 +3,19 @@
  * insert buttons), the mistakes found, and predicted vs measured once a change has run. It
  * renders the active session's `OptimizeModel` and marks it active only while shown.
  */
-import { Message } from '@lumino/messaging';
+import { refreshIcon, ToolbarButton } from '@jupyterlab/ui-components';
+import { Message, MessageLoop } from '@lumino/messaging';
 import { Widget } from '@lumino/widgets';
 
 import type { Units } from '../format';
 import { h } from '../panel/base';
-import type { IMemorySession, IMemorySessionView } from '../tokens';
-import { mistakeCard, outcomeCard, suggestionCard } from './cards';
+import type {
+  IMemorySession,
+  IMemorySessionView,
+  ISectionToolbarItem
+} from '../tokens';
+import { appendParts, labelled, TextPart } from '../words';
+import { markdown, mistakeCard, outcomeCard, suggestionCard } from './cards';
 import { FINDER_KEY } from './insert';
 import type { OptimizeModel, OptimizeModels } from './model';
 import type { IAdvice } from '../protocol';
@@ -24,12 +30,15 @@ export class OptimizeView extends Widget implements IMemorySessionView {
     this._onInsert = options.onInsert;
 
     const head = h('div', 'vramscope-Optimize-head');
-    this._refresh = h('button', 'vramscope-Optimize-refresh', 'Refresh', {
-      type: 'button',
-      title: 'Ask the kernel for fresh advice now'
+    this._refresh = new ToolbarButton({
+      icon: refreshIcon,
+      label: 'Refresh',
+      className: 'vramscope-Optimize-refresh',
+      tooltip: 'Ask the kernel for fresh advice now',
+      onClick: () => void this._model?.refresh()
     });
     this._meta = h('span', 'vramscope-Optimize-meta');
-    head.append(this._refresh, this._meta);
+    head.append(this._meta);
     this._message = h('div', 'vramscope-Optimize-message');
     this._names = h('div', 'vramscope-Optimize-names');
     this._outcomes = this._list('outcomes', 'Predicted vs measured', 'ol');
@@ -44,6 +53,33 @@ export class OptimizeView extends Widget implements IMemorySessionView {
 
   get session(): IMemorySession | null {
     return this._session;
+  }
+
+  /** The buttons of the pane's header: Refresh. */
+  get toolbarItems(): ISectionToolbarItem[] {
+    return [{ name: 'refresh', widget: this._refresh }];
+  }
+
+  /**
+   * Scroll the card of suggestion or mistake `id` into view and focus it (the answer line's
+   * link); false when no such card is shown.
+   */
+  revealCard(id: string): boolean {
+    MessageLoop.sendMessage(this, Widget.Msg.UpdateRequest);
+    const card = Array.from(
+      this.node.querySelectorAll<HTMLElement>('.vramscope-Optimize-card')
+    ).find(c => c.dataset.id === id);
+    if (!card) {
+      return false;
+    }
+    card.tabIndex = -1;
+    // scroll the pane only (scrollIntoView would also scroll the accordion around it)
+    const pane = (this.node.closest('.vramscope-Section') ??
+      this.node) as HTMLElement;
+    pane.scrollTop +=
+      card.getBoundingClientRect().top - pane.getBoundingClientRect().top;
+    card.focus({ preventScroll: true });
+    return true;
   }
 
   /** The active session's model (null without a session). */
@@ -73,10 +109,6 @@ export class OptimizeView extends Widget implements IMemorySessionView {
       return;
     }
     const target = event.target as HTMLElement;
-    if (target === this._refresh) {
-      void this._model?.refresh();
-      return;
-    }
     const button = target.closest?.(
       '.vramscope-Optimize-button'
     ) as HTMLButtonElement | null;
@@ -150,7 +182,7 @@ export class OptimizeView extends Widget implements IMemorySessionView {
     const model = this._model;
     const advice = model?.advice ?? null;
     const units = this._units();
-    this._refresh.disabled = !model || model.busy;
+    this._refresh.enabled = !!model && !model.busy;
     Private.fill(this._meta, Private.meta(model, advice));
     this._message.textContent = Private.message(this._session, model, advice);
     this._message.hidden = !this._message.textContent;
@@ -176,7 +208,9 @@ export class OptimizeView extends Widget implements IMemorySessionView {
     );
     fill(
       this._notes,
-      (advice?.notes ?? []).map(n => h('li', 'vramscope-Optimize-note', n))
+      (advice?.notes ?? []).map(n =>
+        markdown(h('li', 'vramscope-Optimize-note'), n)
+      )
     );
     this._renderFinder(model, advice, units);
     this.node.dataset.state = !advice
@@ -242,7 +276,7 @@ export class OptimizeView extends Widget implements IMemorySessionView {
   private _onInsert: (key: string) => void;
   private _session: IMemorySession | null = null;
   private _model: OptimizeModel | null = null;
-  private _refresh: HTMLButtonElement;
+  private _refresh: ToolbarButton;
   private _meta: HTMLSpanElement;
   private _message: HTMLDivElement;
   private _names: HTMLDivElement;
@@ -265,18 +299,12 @@ export namespace OptimizeView {
 
 namespace Private {
   /** Text where a part is a string; a user's variable name (shown in code style) where not. */
-  export type Part = string | { code: string };
+  export type Part = TextPart;
 
   /** Replace `el`'s content by `parts` (text nodes and `<code>` elements, never HTML). */
   export function fill(el: HTMLElement, parts: Part[]): void {
     el.textContent = '';
-    for (const part of parts) {
-      el.append(
-        typeof part === 'string'
-          ? part
-          : h('code', 'vramscope-Optimize-varName', part.code)
-      );
-    }
+    appendParts(el, parts, 'vramscope-Optimize-varName');
   }
 
   /** How long the advice took: "61 ms", "4.2 ms", "<0.1 ms". */
@@ -287,7 +315,7 @@ namespace Private {
     return ms < 10 ? `${ms.toFixed(1)} ms` : `${Math.round(ms)} ms`;
   }
 
-  /** "model `model` · advice in 61 ms"; nothing timed before any advice was computed. */
+  /** "model `net` (or just `model`) · advice in 61 ms"; nothing timed before any advice was computed. */
   export function meta(
     model: OptimizeModel | null,
     advice: IAdvice | null
@@ -300,7 +328,7 @@ namespace Private {
     }
     const parts: Part[] = [];
     if (advice.model) {
-      parts.push('model ', { code: advice.model });
+      parts.push(...labelled('model', advice.model));
     }
     // an empty answer (no torch, no model yet) was not an analysis: no timing to show
     const analysed =
@@ -347,13 +375,13 @@ namespace Private {
     return parts.join(' ');
   }
 
-  /** "In your code: model `model`, optimizer `opt`, training cell [7]". */
+  /** "In your code: model `net`, optimizer `opt`, `loss_fn`, training cell [7]" (a name that says what it is stands alone). */
   export function names(advice: IAdvice): Part[] {
     const n = advice.names;
     const found: Part[][] = [];
     const add = (what: string, name: string | null) => {
       if (name) {
-        found.push([`${what} `, { code: name }]);
+        found.push(labelled(what, name));
       }
     };
     add('model', n.model);

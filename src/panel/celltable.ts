@@ -1,3 +1,4 @@
+import { deleteIcon, ToolbarButton } from '@jupyterlab/ui-components';
 import { ISignal } from '@lumino/signaling';
 
 import { formatDelta, formatDuration } from '../format';
@@ -7,7 +8,12 @@ import {
   statusLabel
 } from '../footer/text';
 import { IDeviceDelta } from '../protocol';
-import { ICellEntry, IMemorySession, IMemoryTracker } from '../tokens';
+import {
+  ICellEntry,
+  IMemorySession,
+  IMemoryTracker,
+  ISectionToolbarItem
+} from '../tokens';
 import { h, SessionView } from './base';
 
 /** Sortable columns. */
@@ -73,7 +79,20 @@ export class CellTableView extends SessionView {
   constructor(tracker: IMemoryTracker) {
     super(tracker);
     this.addClass('vramscope-CellTable');
+    this._clear = new ToolbarButton({
+      icon: deleteIcon,
+      label: 'Clear',
+      className: 'vramscope-CellTable-clear',
+      tooltip: 'Clear the memory history of this notebook',
+      enabled: false,
+      onClick: () => void this.session?.clearHistory?.()
+    });
     this.update();
+  }
+
+  /** The buttons of the pane's header: Clear (the notebook's history). */
+  get toolbarItems(): ISectionToolbarItem[] {
+    return [{ name: 'clear', widget: this._clear }];
   }
 
   get sortKey(): SortKey {
@@ -111,6 +130,7 @@ export class CellTableView extends SessionView {
   protected render(session: IMemorySession | null): void {
     this.node.textContent = '';
     const cells = session?.cells ?? [];
+    this._clear.enabled = !!session?.clearHistory && cells.length > 0;
     this.node.appendChild(this._toolbar(session));
     if (!cells.length) {
       this.node.appendChild(
@@ -164,19 +184,6 @@ export class CellTableView extends SessionView {
     select.addEventListener('change', () => this.setDeviceChoice(select.value));
     label.appendChild(select);
     bar.appendChild(label);
-    if (session?.clearHistory && session.cells.length) {
-      const clear = h(
-        'button',
-        'vramscope-CellTable-clear jp-mod-styled',
-        'Clear',
-        {
-          type: 'button',
-          title: 'Clear the memory history of this notebook'
-        }
-      );
-      clear.addEventListener('click', () => void session.clearHistory?.());
-      bar.appendChild(clear);
-    }
     return bar;
   }
 
@@ -198,8 +205,10 @@ export class CellTableView extends SessionView {
           col.label + (active ? (this._ascending ? ' ▲' : ' ▼') : ''),
           { type: 'button', 'data-sort': key, title: `Sort by ${col.title}` }
         );
-        btn.addEventListener('click', () => this.sortBy(key));
         th.appendChild(btn);
+        // the whole header cell sorts (the button inside fills it and takes the keyboard)
+        th.classList.add('vramscope-CellTable-sortable');
+        th.addEventListener('click', () => this.sortBy(key));
       } else {
         th.textContent = col.label;
       }
@@ -292,6 +301,7 @@ export class CellTableView extends SessionView {
     return tr;
   }
 
+  private _clear: ToolbarButton;
   private _sortKey: SortKey = 'order';
   private _ascending = false;
   private _device: DeviceChoice = '';

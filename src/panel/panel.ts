@@ -1,112 +1,122 @@
+import { SidePanel } from '@jupyterlab/ui-components';
 import { DisposableDelegate, IDisposable } from '@lumino/disposable';
-import { Panel, Widget } from '@lumino/widgets';
+import { MessageLoop } from '@lumino/messaging';
+import { AccordionPanel, Widget } from '@lumino/widgets';
 
 import { vramscopeIcon } from '../icons';
 import {
+  IBestActionSource,
   IMemoryPanel,
   IMemorySession,
   IMemorySessionView,
-  IMemoryTracker
+  IMemoryTracker,
+  ISectionOptions
 } from '../tokens';
-import { h } from './base';
+import { AnswerView } from './answer';
 import { CellTableView } from './celltable';
 import { DevicesView } from './devices';
+import { PaneState } from './panestate';
+import { PanelSection, SectionTitleRenderer } from './section';
 import { StatusView } from './status';
 
 /**
- * A titled, collapsible section of the panel: `.vramscope-Section` with a header button and
- * the content widget as body.
+ * The vramscope side panel (`#vramscope-panel`), a JupyterLab `SidePanel`: in its header the
+ * answer line (./answer.ts) and the connection status, then an accordion of panes, each
+ * collapsible with its toolbar in its header (./section.ts), as the Debugger's. Devices (rank
+ * 100) and Cells (200) are built in; plugins add more with `addSection`. Which panes are
+ * open is remembered (./panestate.ts). Follows the tracker's active session and hands it to
+ * every view implementing `IMemorySessionView`.
  */
-export class PanelSection extends Panel {
-  constructor(
-    title: string,
-    content: Widget,
-    options: { rank?: number; collapsed?: boolean }
-  ) {
-    super();
-    this.rank = options.rank ?? 500;
-    this.content = content;
-    this.addClass('vramscope-Section');
-    this.node.dataset.section = title;
-    const header = new Widget({ node: h('div', 'vramscope-Section-header') });
-    this._toggle = h('button', 'vramscope-Section-toggle', title, {
-      type: 'button'
-    });
-    this._toggle.addEventListener('click', () =>
-      this.setCollapsed(!this._collapsed)
-    );
-    header.node.appendChild(this._toggle);
-    this.addWidget(header);
-    content.addClass('vramscope-Section-body');
-    this.addWidget(content);
-    this.setCollapsed(!!options.collapsed);
-  }
-
-  readonly rank: number;
-  readonly content: Widget;
-
-  get collapsed(): boolean {
-    return this._collapsed;
-  }
-
-  setCollapsed(collapsed: boolean): void {
-    this._collapsed = collapsed;
-    this._toggle.setAttribute('aria-expanded', String(!collapsed));
-    this.toggleClass('vramscope-mod-collapsed', collapsed);
-    this.content.setHidden(collapsed);
-  }
-
-  private _toggle: HTMLButtonElement;
-  private _collapsed = false;
-}
-
-/**
- * The vramscope side panel (`#vramscope-panel`): a status header, then sections — Devices
- * (rank 100) and Cells (rank 200) built in; more can be added with `addSection`. Follows the
- * tracker's active session and hands it to every view implementing `IMemorySessionView`.
- */
-export class MemoryPanel extends Panel implements IMemoryPanel {
+export class MemoryPanel extends SidePanel implements IMemoryPanel {
   constructor(options: MemoryPanel.IOptions) {
-    super();
+    super({ renderer: new SectionTitleRenderer() });
     this.id = 'vramscope-panel';
     this.addClass('vramscope-Panel');
     this.title.icon = vramscopeIcon;
     this.title.caption = 'vramscope: memory';
     this._tracker = options.tracker;
+    this._panes = options.panes ?? new PaneState();
+    this.answer = new AnswerView(this._tracker);
     this.status = new StatusView(this._tracker);
-    this.addWidget(this.status);
+    this.header.addWidget(this.answer);
+    this.header.addWidget(this.status);
+    this.accordion.expansionToggled.connect(this._onToggled, this);
     this.devices = new DevicesView(this._tracker);
     this.cells = new CellTableView(this._tracker);
-    this.addSection('Devices', this.devices, { rank: 100 });
-    this.addSection('Cells', this.cells, { rank: 200 });
+    this.addSection('Devices', this.devices, { rank: 100, collapsed: true });
+    this.addSection('Cells', this.cells, {
+      rank: 200,
+      toolbar: this.cells.toolbarItems
+    });
     this._tracker.activeChanged.connect(this._onActiveChanged, this);
     this._onActiveChanged(this._tracker, this._tracker.activeSession);
+    // The header's height follows its text (a warning, a long action): the accordion below
+    // gets what is left, and lays its panes out again whenever that changes.
+    if (typeof ResizeObserver !== 'undefined') {
+      this._resizes = new ResizeObserver(() => {
+        if (this.isAttached && this.isVisible) {
+          MessageLoop.sendMessage(
+            this.accordion,
+            Widget.ResizeMessage.UnknownSize
+          );
+        }
+      });
+      this._resizes.observe(this.accordion.node);
+    }
+    void this._panes.restore().then(saved => {
+      if (!this.isDisposed) {
+        for (const [title, expanded] of Object.entries(saved)) {
+          this._apply(title, expanded);
+        }
+      }
+    });
   }
 
+  readonly answer: AnswerView;
   readonly status: StatusView;
   readonly devices: DevicesView;
   readonly cells: CellTableView;
+
+  /** The panes' accordion. */
+  get accordion(): AccordionPanel {
+    return this.content as AccordionPanel;
+  }
 
   get session(): IMemorySession | null {
     return this._session;
   }
 
+  /** The panes in order. */
+  get sections(): PanelSection[] {
+    return this.widgets.filter(
+      (w): w is PanelSection => w instanceof PanelSection
+    );
+  }
+
   addSection(
     title: string,
     widget: Widget,
-    options: { rank?: number; collapsed?: boolean } = {}
+    options: ISectionOptions = {}
   ): IDisposable {
     const section = new PanelSection(title, widget, options);
-    // Keep sections ordered by rank (stable); index 0 is the status header.
-    let index = this.widgets.length;
-    for (let i = 1; i < this.widgets.length; i++) {
-      const other = this.widgets[i];
+    // Keep panes ordered by rank (stable).
+    const panes = this.widgets;
+    let index = panes.length;
+    for (let i = 0; i < panes.length; i++) {
+      const other = panes[i];
       if (other instanceof PanelSection && other.rank > section.rank) {
         index = i;
         break;
       }
     }
     this.insertWidget(index, section);
+    const expanded = this._panes.expanded(title) ?? !options.collapsed;
+    this._applying = true;
+    if (!expanded) {
+      this.accordion.collapse(index);
+    }
+    this._applying = false;
+    section.toggleClass('vramscope-mod-collapsed', !expanded);
     if (Private.isSessionView(widget)) {
       widget.setSession(this._session);
     }
@@ -116,12 +126,62 @@ export class MemoryPanel extends Panel implements IMemoryPanel {
     });
   }
 
+  revealSection(title: string): Widget | null {
+    const section = this.sections.find(s => s.title.label === title);
+    if (!section) {
+      return null;
+    }
+    if (section.isHidden) {
+      this.accordion.expand(this.widgets.indexOf(section));
+    }
+    this.accordion.titles[this.widgets.indexOf(section)]?.scrollIntoView?.({
+      block: 'nearest'
+    });
+    return section.content;
+  }
+
+  setBestActionSource(source: IBestActionSource | null): void {
+    this.answer.setSource(source);
+  }
+
   dispose(): void {
     if (this.isDisposed) {
       return;
     }
     this._tracker.activeChanged.disconnect(this._onActiveChanged, this);
+    this.accordion.expansionToggled.disconnect(this._onToggled, this);
+    this._resizes?.disconnect();
     super.dispose();
+  }
+
+  /** Open or close the pane titled `title` as the user left it (not recorded again). */
+  private _apply(title: string, expanded: boolean): void {
+    const index = this.widgets.findIndex(
+      w => w instanceof PanelSection && w.title.label === title
+    );
+    const section = this.widgets[index];
+    if (!section || section.isHidden === !expanded) {
+      return;
+    }
+    this._applying = true;
+    if (expanded) {
+      this.accordion.expand(index);
+    } else {
+      this.accordion.collapse(index);
+    }
+    this._applying = false;
+  }
+
+  private _onToggled(_: AccordionPanel, index: number): void {
+    const section = this.widgets[index];
+    if (!(section instanceof PanelSection)) {
+      return;
+    }
+    const expanded = !section.isHidden;
+    section.toggleClass('vramscope-mod-collapsed', !expanded);
+    if (!this._applying) {
+      this._panes.set(section.title.label, expanded);
+    }
   }
 
   private _onActiveChanged(
@@ -129,11 +189,9 @@ export class MemoryPanel extends Panel implements IMemoryPanel {
     session: IMemorySession | null
   ): void {
     this._session = session;
-    const views: Widget[] = [this.status];
-    for (const w of this.widgets) {
-      if (w instanceof PanelSection) {
-        views.push(w.content);
-      }
+    const views: Widget[] = [this.answer, this.status];
+    for (const section of this.sections) {
+      views.push(section.content);
     }
     for (const view of views) {
       if (Private.isSessionView(view)) {
@@ -143,12 +201,17 @@ export class MemoryPanel extends Panel implements IMemoryPanel {
   }
 
   private _tracker: IMemoryTracker;
+  private _panes: PaneState;
+  private _applying = false;
+  private _resizes: ResizeObserver | null = null;
   private _session: IMemorySession | null = null;
 }
 
 export namespace MemoryPanel {
   export interface IOptions {
     tracker: IMemoryTracker;
+    /** Where the open/closed panes are remembered (default: for the page's life). */
+    panes?: PaneState;
   }
 }
 

@@ -23,6 +23,9 @@ export const processesPlugin: JupyterFrontEndPlugin<void> = {
   autoStart: true,
   requires: [IMemoryPanel],
   activate: (app: JupyterFrontEnd, panel: IMemoryPanel) => {
-    panel.addSection('Processes', new ProcessesView(), { rank: RANK });
+    panel.addSection('Processes', new ProcessesView(), {
+      rank: RANK,
+      collapsed: true
+    });
   }
 };

@@ -10,8 +10,9 @@ import { Widget } from '@lumino/widgets';
 
 import { formatBytes } from '../format';
 import { h } from '../panel/base';
-import type { IProcessFinding, IProcessInfo } from '../protocol';
+import type { IProcessFinding } from '../protocol';
 import type { IMemorySession, IMemorySessionView } from '../tokens';
+import { foldProcesses, IProcessRow, rowFigures, rowLane } from './fold';
 import { drawLane, ILaneRange, laneColors } from './lane';
 import { ICellPeaks, ProcessesModel } from './model';
 import { acquireProcesses, releaseProcesses } from './shared';
@@ -143,23 +144,23 @@ export class ProcessesView extends Widget implements IMemorySessionView {
     const colors = laneColors(this.node);
     const seen = new Set<string>();
     let previous: Element | null = null;
-    for (const proc of processes) {
-      seen.add(proc.key);
-      let row = this._rows.get(proc.key);
+    for (const item of foldProcesses(processes)) {
+      seen.add(item.key);
+      let row = this._rows.get(item.key);
       if (!row) {
-        row = new Private.Row(proc.key);
-        this._rows.set(proc.key, row);
+        row = new Private.Row(item.key);
+        this._rows.set(item.key, row);
       }
       if (row.created) {
         row.created = false;
-        row.canvas.dataset.key = proc.key;
+        row.canvas.dataset.key = item.key;
         this._observer?.observe(row.canvas);
       }
-      row.update(proc);
-      if (!this._hidden.has(proc.key)) {
+      row.update(item);
+      if (!this._hidden.has(item.key)) {
         drawLane(
           row.canvas,
-          model.lane(proc.key),
+          rowLane(item, key => model.lane(key)),
           range,
           LANE_WIDTH,
           LANE_HEIGHT,
@@ -266,19 +267,21 @@ namespace Private {
     /** Not yet laid out by the view (observer registration pending). */
     created = true;
 
-    update(proc: IProcessInfo): void {
-      const where = proc.cell !== null ? `cell [${proc.cell}] · ` : '';
-      const state =
-        proc.ended !== null ? (proc.exit ?? 'ended') : `pid ${proc.pid}`;
-      setText(this._name, proc.role);
-      setText(this._state, `${where}${state}`);
-      this.tr.dataset.kind = proc.kind;
-      this.tr.title = `pid ${proc.pid} (parent ${proc.ppid}) on ${proc.host}`;
-      figures(this._now, proc, 'now');
-      figures(this._peak, proc, 'peak');
+    update(item: IProcessRow): void {
+      setText(this._name, item.role);
+      setText(this._state, item.state);
+      this.tr.dataset.kind = item.kind;
+      this.tr.dataset.count = String(item.processes.length);
+      const first = item.processes[0];
+      this.tr.title =
+        item.processes.length === 1
+          ? `pid ${first.pid} (parent ${first.ppid}) on ${first.host}`
+          : `pids ${item.processes.map(p => p.pid).join(', ')}`;
+      figures(this._now, item, 'now');
+      figures(this._peak, item, 'peak');
       for (const row of [this.tr, this.laneRow]) {
-        row.classList.toggle('vramscope-mod-ended', proc.ended !== null);
-        row.classList.toggle('vramscope-mod-oom', proc.oom);
+        row.classList.toggle('vramscope-mod-ended', item.ended);
+        row.classList.toggle('vramscope-mod-oom', item.oom);
       }
     }
 
@@ -302,26 +305,19 @@ namespace Private {
   /** RSS and USS on the CPU, then one line per device the process used. */
   function figures(
     td: HTMLElement,
-    proc: IProcessInfo,
+    item: IProcessRow,
     which: 'now' | 'peak'
   ): void {
-    const rss = which === 'now' ? proc.rss : proc.peak_rss;
-    const uss = which === 'now' ? proc.uss : proc.peak_uss;
-    const lines: Array<[string, string]> = [
-      ['vramscope-Processes-figure', formatBytes(rss)]
+    const { rss, uss, devices } = rowFigures(item, which);
+    // [class, label, value]: the label wraps above its value where the column is narrow
+    const lines: Array<[string, string, string]> = [
+      ['vramscope-Processes-figure', '', formatBytes(rss)]
     ];
     if (uss !== null && uss > 0) {
-      lines.push(['vramscope-Processes-uss', `USS ${formatBytes(uss)}`]);
+      lines.push(['vramscope-Processes-uss', 'USS', formatBytes(uss)]);
     }
-    const devices =
-      which === 'now'
-        ? Object.entries(proc.devices).map(([id, d]) => [id, d.allocated])
-        : Object.entries(proc.peak_devices);
-    for (const [id, bytes] of devices) {
-      lines.push([
-        'vramscope-Processes-figure',
-        `${id} ${formatBytes(bytes as number)}`
-      ]);
+    for (const [id, bytes] of Object.entries(devices)) {
+      lines.push(['vramscope-Processes-figure', id, formatBytes(bytes)]);
     }
     const signature = lines.map(l => l.join(':')).join('|');
     if (td.dataset.signature === signature) {
@@ -329,8 +325,12 @@ namespace Private {
     }
     td.dataset.signature = signature;
     td.textContent = '';
-    for (const [className, text] of lines) {
-      td.appendChild(h('div', className, text));
+    for (const [className, label, value] of lines) {
+      const line = td.appendChild(h('div', className));
+      if (label) {
+        line.append(h('span', 'vramscope-Processes-label', label), ' ');
+      }
+      line.append(h('span', 'vramscope-Processes-value', value));
     }
     td.title =
       `cpu RSS ${formatBytes(rss)}` +

@@ -3,7 +3,7 @@
  * over it on a canvas, built from the visible window of one device's series. No DOM.
  */
 import type { ICellEntry, IRunningCell } from '../tokens';
-import { formatDelta, formatDuration } from '../format';
+import { formatDelta, formatDuration, Units } from '../format';
 import { axisUnit } from './bytes';
 import type { IFigure } from './compare';
 import type { IArea, ILine } from './lines';
@@ -30,7 +30,12 @@ export const PLOT_CONFIG: any = {
   responsive: false,
   scrollZoom: true,
   // toImage would export plotly's part only (the lines are a canvas)
-  modeBarButtonsToRemove: ['select2d', 'lasso2d', 'autoScale2d', 'toImage']
+  modeBarButtonsToRemove: ['select2d', 'lasso2d', 'autoScale2d', 'toImage'],
+  // plotly's "Double-click to zoom back out" notice would sit over the toolbar
+  showTips: false,
+  // a double-click autoranges (the model then shows all data), never resets to the first
+  // range plotly was given (the first second of the session)
+  doubleClick: 'autosize'
 };
 
 /** What one figure is built from. */
@@ -50,14 +55,24 @@ export interface IFigureInput {
   restarts: ReadonlyArray<number>;
   /** Plotly's uirevision counter (a new one makes plotly take our ranges). */
   uirevision: number;
+  /** The byte units setting (default binary). */
+  units?: Units;
 }
 
-/** A built figure: plotly's part, the canvas lines, the plot area and the y unit. */
+/** A cell band as the tooltip finds it: its span in plot x units and its description. */
+export interface IBandHit {
+  x0: number;
+  x1: number;
+  lines: string[];
+}
+
+/** A built figure: plotly's part, the canvas lines, the plot area, the y unit, the bands. */
 export interface IBuiltFigure {
   figure: IFigure;
   lines: ILine[];
   area: IArea;
   unit: string;
+  bands: IBandHit[];
 }
 
 export function buildFigure(input: IFigureInput): IBuiltFigure {
@@ -77,7 +92,7 @@ export function buildFigure(input: IFigureInput): IBuiltFigure {
       }
     }
   }
-  const { unit, scale } = axisUnit(ymax);
+  const { unit, scale } = axisUnit(ymax, input.units);
   // the y range in round steps (see niceCeil): it moves rarely
   const ytop = niceCeil((((ymax || 1) * 1.1) / scale) * 1.0);
   // An empty trace on the main axes: plotly draws an axis only for a subplot with a trace
@@ -182,7 +197,12 @@ export function buildFigure(input: IFigureInput): IBuiltFigure {
     y0: 0,
     y1: ytop
   };
-  return { figure: { data, layout }, lines, area, unit };
+  const hits = bands.map(b => ({
+    x0: x(b.start),
+    x1: x(Math.max(b.end, b.start)),
+    lines: bandLines(b, dev.id, input.units)
+  }));
+  return { figure: { data, layout }, lines, area, unit, bands: hits };
 }
 
 /** The smallest round value (1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6 or 8 x 10^k) at or above `x`. */
@@ -254,11 +274,13 @@ function bandTrace(
     insidetextanchor: 'end',
     textangle: 0,
     textfont: { size: 10, color: theme.muted },
-    hovertext: bands.map(b => bandHover(b, input.device.id)),
-    hovertemplate: '%{hovertext}<extra></extra>',
+    hovertext: bands.map(b => bandHover(b, input.device.id, input.units)),
+    // plotly draws no label (it cannot keep one inside a narrow panel): the band is
+    // described in the timeline's own tooltip (./hover.ts), clamped to the plot; hover and
+    // click events still fire
+    hoverinfo: 'none',
     customdata: bands.map(b => b.cellId),
-    showlegend: false,
-    hoverlabel: { align: 'left' }
+    showlegend: false
   };
 }
 
@@ -299,25 +321,39 @@ function restartMarkers(
   return { shapes, annotations };
 }
 
-/** A cell band's hover text (plotly's HTML subset). */
-export function bandHover(b: ICellBand, deviceId: string): string {
+/** A cell band's description, line by line (plain text): head, duration, figures, error. */
+export function bandLines(
+  b: ICellBand,
+  deviceId: string,
+  units: Units = 'binary'
+): string[] {
   const lines = [
-    `<b>${escape(b.label)}</b> ${escape(b.codeHead || '(empty)')}`,
+    `${b.label} ${b.codeHead || '(empty)'}`,
     b.running
       ? `running for ${formatDuration(b.end - b.start)}`
       : formatDuration(b.end - b.start)
   ];
   if (b.deltaBytes !== null) {
     lines.push(
-      `${escape(deviceId)}: Δ ${formatDelta(b.deltaBytes)}, peak ${formatDelta(b.peakDeltaBytes ?? 0)}`
+      `${deviceId}: Δ ${formatDelta(b.deltaBytes, units)}, peak ${formatDelta(b.peakDeltaBytes ?? 0, units)}`
     );
   }
   if (b.oom) {
-    lines.push('<b>out of memory</b>');
+    lines.push('out of memory');
   } else if (!b.ok) {
-    lines.push(`error: ${escape(b.errorType ?? 'unknown')}`);
+    lines.push(`error: ${b.errorType ?? 'unknown'}`);
   }
-  return lines.join('<br>');
+  return lines;
+}
+
+/** A cell band's hover text (plotly's HTML subset), kept on the trace as its description. */
+export function bandHover(
+  b: ICellBand,
+  deviceId: string,
+  units: Units = 'binary'
+): string {
+  const [head, ...rest] = bandLines(b, deviceId, units).map(escape);
+  return [`<b>${head}</b>`, ...rest].join('<br>');
 }
 
 function escape(s: string): string {

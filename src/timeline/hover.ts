@@ -2,6 +2,7 @@
  * The timeline's legend (one swatch per drawn line) and its tooltip (every line's value at
  * the pointer's time).
  */
+import type { IBandHit } from './figure';
 import { IArea, ILine, valuesAt } from './lines';
 import { formatClock } from './ticks';
 
@@ -49,17 +50,19 @@ export class TimelineTooltip {
   }
 
   /**
-   * Show the values of `lines` at the pointer's time, placed next to it inside `stage`
-   * (hidden when the pointer is outside the plot area or nothing is drawn).
+   * Show the cell band under the pointer and the values of `lines` at the pointer's time,
+   * next to it and always whole inside `stage` (hidden when the pointer is outside the plot
+   * area or there is nothing to say).
    */
   show(
     event: MouseEvent,
     stage: HTMLElement | null,
     area: IArea | null,
     lines: ReadonlyArray<ILine>,
-    unit: string
+    unit: string,
+    bands: ReadonlyArray<IBandHit> = []
   ): void {
-    if (!area || !stage || !lines.length) {
+    if (!area || !stage) {
       this.hide();
       return;
     }
@@ -71,8 +74,12 @@ export class TimelineTooltip {
       return;
     }
     const at = area.x0 + (mx / area.width) * (area.x1 - area.x0);
-    const values = valuesAt(lines, at).filter(v => v.y === v.y);
-    if (!values.length) {
+    const values = lines.length
+      ? valuesAt(lines, at).filter(v => v.y === v.y)
+      : [];
+    // the newest band that holds the pointer (a running band is drawn last)
+    const band = [...bands].reverse().find(b => at >= b.x0 && at <= b.x1);
+    if (!values.length && !band) {
       this.hide();
       return;
     }
@@ -80,16 +87,32 @@ export class TimelineTooltip {
     tooltip.textContent = '';
     const head = document.createElement('div');
     head.className = 'vramscope-Timeline-tooltipTime';
-    head.textContent = formatClock(values[0].x);
+    head.textContent = formatClock(values.length ? values[0].x : at);
     tooltip.appendChild(head);
+    if (band) {
+      const cell = document.createElement('div');
+      cell.className = 'vramscope-Timeline-tooltipCell';
+      band.lines.forEach((text, i) => {
+        const line = document.createElement(i ? 'div' : 'strong');
+        line.textContent = text;
+        cell.appendChild(line);
+      });
+      tooltip.appendChild(cell);
+    }
     for (const v of values) {
       const row = document.createElement('div');
       row.append(swatchFor(v.color), `${v.label}: ${v.y.toFixed(2)} ${unit}`);
       tooltip.appendChild(row);
     }
     tooltip.hidden = false;
-    const left = area.left + mx + 12;
-    tooltip.style.left = `${Math.min(left, Math.max(0, box.width - 160))}px`;
+    // right of the pointer where it fits, else left of it; never past the stage's edges
+    const width = Math.min(tooltip.offsetWidth, box.width);
+    const x = area.left + mx;
+    let left = x + 12;
+    if (left + width > box.width) {
+      left = x - 12 - width;
+    }
+    tooltip.style.left = `${Math.max(0, Math.min(left, box.width - width))}px`;
     tooltip.style.top = `${area.top + Math.max(0, my - 10)}px`;
   }
 }

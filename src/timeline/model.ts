@@ -7,6 +7,7 @@
 import { IDisposable } from '@lumino/disposable';
 import { ISignal, Signal } from '@lumino/signaling';
 
+import type { Units } from '../format';
 import type { IMemorySession } from '../tokens';
 import { ProcessLanes } from './lanes';
 import { DeviceSeries, TimelineSeries } from './series';
@@ -80,6 +81,17 @@ export class TimelineModel implements IDisposable {
       this._userRange = null;
     }
     this._changed.emit('view');
+  }
+
+  /** The byte units of the y axis and the tooltip (the units setting). */
+  get units(): Units {
+    return this._units;
+  }
+  set units(value: Units) {
+    if (value !== this._units) {
+      this._units = value;
+      this._changed.emit('view');
+    }
   }
 
   /** The followed window in seconds (`Infinity` = the whole history). */
@@ -171,6 +183,7 @@ export class TimelineModel implements IDisposable {
   private _series = new TimelineSeries();
   private _lanes = new ProcessLanes();
   private _follow = true;
+  private _units: Units = 'binary';
   private _windowSeconds: number;
   private _userRange: [number, number] | null = null;
   private _deviceId: string | null = null;

@@ -8,7 +8,7 @@
 import type { Widget } from '@lumino/widgets';
 
 import { cloneFigure, deepEqual, IFigure, sameFigure } from './compare';
-import { buildFigure, IBuiltFigure, PLOT_CONFIG } from './figure';
+import { buildFigure, IBandHit, IBuiltFigure, PLOT_CONFIG } from './figure';
 import { TimelineLegend, TimelineTooltip } from './hover';
 import { LineLayer } from './layer';
 import { TimelineLanes } from './lanes-view';
@@ -99,7 +99,8 @@ export class TimelinePlot implements EventListenerObject {
         this._layer.canvas.parentElement,
         this._layer.area,
         this._layer.lines,
-        this._unit
+        this._unit,
+        this._bands
       );
     } else if (event.type === 'mouseleave') {
       this._tooltip.hide();
@@ -127,7 +128,7 @@ export class TimelinePlot implements EventListenerObject {
       return;
     }
     this._plotly = Plotly;
-    const { figure, lines, area, unit } = this._figure(model, dev);
+    const { figure, lines, area, unit, bands } = this._figure(model, dev);
     const { primary: main, band: muted, muted: ended } = this._theme!;
     const colors = { main, muted, ended };
     this._lanes.update(model.lanes, dev.kind, this._range, area, colors);
@@ -142,6 +143,7 @@ export class TimelinePlot implements EventListenerObject {
     }
     this._layer.set(lines, area);
     this._unit = unit;
+    this._bands = bands;
     this._legend.update(lines);
     if (!samePlot) {
       this._lastFigure = figure;
@@ -185,7 +187,8 @@ export class TimelinePlot implements EventListenerObject {
       epoch: session.epoch,
       newest: span[1],
       restarts: session.restarts,
-      uirevision: model.uirevision
+      uirevision: model.uirevision,
+      units: model.units
     });
   }
 
@@ -246,6 +249,7 @@ export class TimelinePlot implements EventListenerObject {
   private _plotted = false;
   private _plot: IPlotElement;
   private _unit = 'B';
+  private _bands: IBandHit[] = [];
   private _width = 0;
   private _height = 0;
   private _lastFigure: IFigure | null = null;

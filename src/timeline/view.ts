@@ -12,6 +12,7 @@ import { Message } from '@lumino/messaging';
 import { ISignal, Signal } from '@lumino/signaling';
 import { Widget } from '@lumino/widgets';
 
+import type { Units } from '../format';
 import type { IMemorySession } from '../tokens';
 import { emptyText, TimelineControls } from './controls';
 import type { ILine } from './lines';
@@ -19,6 +20,7 @@ import { TimelineModel } from './model';
 import { TimelinePlot } from './plot';
 import { DrawScheduler } from './schedule';
 import { TimelineSeries } from './series';
+import { toX } from './xaxis';
 
 export { SAMPLE_RATE_CHOICES, WINDOW_CHOICES } from './controls';
 export { fromX, toX } from './xaxis';
@@ -117,6 +119,11 @@ export class TimelineView extends Widget {
     this._model.deviceId = id;
   }
 
+  /** The byte units of the axis and tooltip (the units setting). */
+  set units(value: Units) {
+    this._model.units = value;
+  }
+
   /** The rate shown when no kernel has reported its settings (e.g. the front-end setting). */
   set sampleHzFallback(hz: number) {
     this._controls.sampleHzFallback = hz;
@@ -181,6 +188,10 @@ export class TimelineView extends Widget {
         'data-sample-count',
         String(this._model.series.sampleCount)
       );
+      // the oldest and newest sample in plot x units (local ms), for tests and tools
+      const [first, last] = this._model.series.timeSpan();
+      this.node.dataset.firstX = String(toX(first));
+      this.node.dataset.lastX = String(toX(last));
     }
     this._syncControls();
     if (change === 'data') {

@@ -9,6 +9,7 @@ import { Widget } from '@lumino/widgets';
 import { MemorySession } from '../../src/model/session';
 import { DEFAULT_SETTINGS } from '../../src/model/settings';
 import { MemoryPanel } from '../../src/panel/panel';
+import { PaneState } from '../../src/panel/panestate';
 import {
   IFrontendSettings,
   IMemorySession,
@@ -42,14 +43,17 @@ export class FakeTracker implements IMemoryTracker {
  * The real panel attached to the document, following a new session of `path` (the cells it
  * asks to reveal are collected in `revealed`).
  */
-export function panelWithSession(path = 'a.ipynb'): {
+export function panelWithSession(
+  path = 'a.ipynb',
+  panes?: PaneState
+): {
   tracker: FakeTracker;
   panel: MemoryPanel;
   session: MemorySession;
   revealed: string[];
 } {
   const tracker = new FakeTracker();
-  const panel = new MemoryPanel({ tracker });
+  const panel = new MemoryPanel({ tracker, panes });
   Widget.attach(panel, document.body);
   const revealed: string[] = [];
   const session = new MemorySession({

@@ -5,6 +5,7 @@ import {
   IHelloMessage,
   IInsight,
   ISettings,
+  KernelMessage,
   PROTOCOL_VERSION
 } from '../../src/protocol';
 
@@ -89,4 +90,21 @@ export function hello(overrides: Partial<IHelloMessage> = {}): IHelloMessage {
     warnings: [],
     ...overrides
   };
+}
+
+/** A cpu device (100 MiB in its report), then samples at 300 MiB and 200 MiB. */
+export function cpuAt300Then200(session: {
+  handleMessage(message: KernelMessage): void;
+}): void {
+  session.handleMessage(
+    hello({ devices: [device({ id: 'cpu', used_bytes: 100 * MIB })] })
+  );
+  session.handleMessage({
+    type: 'samples',
+    samples: [
+      { t: 1, d: { cpu: { used: 300 * MIB } } },
+      { t: 2, d: { cpu: { used: 200 * MIB } } }
+    ],
+    dropped: 0
+  });
 }

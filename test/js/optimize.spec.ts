@@ -746,14 +746,14 @@ describe('OptimizeView', () => {
     );
     const names = $(view, '.vramscope-Optimize-names')[0];
     expect(names.textContent).toBe(
-      'In your code: model model, optimizer optimizer, batch batch, training cell [7]'
-    );
+      'In your code: model, optimizer, batch, training cell [7]'
+    ); // a name that says what it is is not doubled ("model model")
     // the variable names in code style, as text
     expect(
       Array.from(names.querySelectorAll('code')).map(c => c.textContent)
     ).toEqual(['model', 'optimizer', 'batch']);
     const meta = $(view, '.vramscope-Optimize-meta')[0];
-    expect(meta.textContent).toBe('model model · advice in 13 ms');
+    expect(meta.textContent).toBe('model · advice in 13 ms');
     expect(meta.querySelector('code')!.textContent).toBe('model');
     expect($(view, '.vramscope-Optimize-note')[0].textContent).toContain(
       'GradScaler'

@@ -1,10 +1,13 @@
 import { MessageLoop } from '@lumino/messaging';
 import { Widget } from '@lumino/widgets';
 
+import { StateDB } from '@jupyterlab/statedb';
+
 import { tableItems } from '../../src/panel/celltable';
+import { PaneState } from '../../src/panel/panestate';
 import { IMemorySession } from '../../src/tokens';
 import { panelWithSession } from './faketracker';
-import { device, hello, MIB, record } from './fixtures';
+import { cpuAt300Then200, device, hello, MIB, record } from './fixtures';
 
 const q = (sel: string) => document.querySelector(sel) as HTMLElement | null;
 const qa = (sel: string) =>
@@ -56,6 +59,10 @@ describe('MemoryPanel', () => {
       }),
       devices: [device()]
     });
+    MessageLoop.flush();
+    // Devices is closed at first (the answer line says the busiest device's figures)
+    expect(qa('.vramscope-Device')).toHaveLength(0);
+    panel.revealSection('Devices');
     MessageLoop.flush();
     expect(qa('.vramscope-Device').map(d => d.dataset.deviceId)).toEqual([
       'cpu'
@@ -142,16 +149,68 @@ describe('MemoryPanel', () => {
       }
     })();
     const handle = panel.addSection('Timeline', view, { rank: 150 });
-    const titles = qa('.vramscope-Section').map(s => s.dataset.section);
+    // the accordion's order (its DOM order is its own)
+    const titles = panel.sections.map(s => s.node.dataset.section);
     expect(titles).toEqual(['Devices', 'Timeline', 'Cells']);
+    // each pane's header is the accordion's title, with the pane's toolbar in it
+    expect(
+      panel.accordion.titles.map(t => [
+        t.dataset.section,
+        t.getAttribute('aria-expanded')
+      ])
+    ).toEqual([
+      ['Devices', 'false'],
+      ['Timeline', 'true'],
+      ['Cells', 'true']
+    ]);
+    expect(
+      q(
+        '.vramscope-Section-toggle[data-section="Cells"] .jp-AccordionPanel-toolbar [data-jp-item-name="clear"]'
+      )
+    ).not.toBeNull();
     expect(seen).toEqual([session]);
     tracker.setActive(null);
     expect(seen).toEqual([session, null]);
     handle.dispose();
-    expect(qa('.vramscope-Section').map(s => s.dataset.section)).toEqual([
+    expect(panel.sections.map(s => s.node.dataset.section)).toEqual([
       'Devices',
       'Cells'
     ]);
+    panel.dispose();
+  });
+});
+
+describe('the panes and the answer line', () => {
+  it('remembers which panes the user opened and closed, in the state database', async () => {
+    const state = new StateDB();
+    const first = panelWithSession('a.ipynb', new PaneState({ state }));
+    const toggle = (title: string) =>
+      q(`.vramscope-Section-toggle[data-section="${title}"]`)!;
+    toggle('Devices').click(); // open
+    toggle('Cells').click(); // close
+    await Promise.resolve();
+    expect(await state.fetch(PaneState.KEY)).toEqual({
+      expanded: { Devices: true, Cells: false }
+    });
+    first.panel.dispose();
+    document.body.innerHTML = '';
+    const second = panelWithSession('a.ipynb', new PaneState({ state }));
+    // restored once the state database answered
+    await new Promise(resolve => setTimeout(resolve, 0));
+    expect(toggle('Devices').getAttribute('aria-expanded')).toBe('true');
+    expect(toggle('Cells').getAttribute('aria-expanded')).toBe('false');
+    second.panel.dispose();
+  });
+
+  it('answers first: the busiest device now and at peak, and how to get advice', () => {
+    const { panel, session } = panelWithSession();
+    cpuAt300Then200(session);
+    MessageLoop.flush();
+    const memory = q('.vramscope-Answer-memory')!;
+    expect(memory.dataset.device).toBe('cpu');
+    expect(memory.textContent).toBe('cpu 200.0 MiB now · peak 300.0 MiB');
+    // no advice source (no Optimize plugin): no action line
+    expect(q('.vramscope-Answer-action')!.hidden).toBe(true);
     panel.dispose();
   });
 });

@@ -33,3 +33,10 @@ if (!window.URL.createObjectURL) {
   window.URL.createObjectURL = () => 'blob:stub';
 }
 HTMLCanvasElement.prototype.getContext = () => null;
+
+// JupyterLab's ReactWidget (ToolbarButton in the panes' headers) renders in an idle callback.
+if (typeof globalThis.requestIdleCallback === 'undefined') {
+  globalThis.requestIdleCallback = cb =>
+    setTimeout(() => cb({ didTimeout: false, timeRemaining: () => 50 }), 0);
+  globalThis.cancelIdleCallback = id => clearTimeout(id);
+}

@@ -1,6 +1,13 @@
 import { expect } from '@jupyterlab/galata';
 
-import { newNotebookWithPanel, plotTraces, rows, runCode, test } from './lab';
+import {
+  expandSection,
+  newNotebookWithPanel,
+  plotTraces,
+  rows,
+  runCode,
+  test
+} from './lab';
 import { IMPORT_TORCH, panelBuilt, screenshotPath } from './utils';
 
 const SCREENSHOT = screenshotPath('panel.png');
@@ -23,6 +30,7 @@ test.describe('per-cell memory (issue 2)', () => {
     page
   }) => {
     await newNotebookWithPanel(page, 'memory.ipynb');
+    await expandSection(page.locator('#vramscope-panel'), 'Devices');
     await expect(
       page.locator('#vramscope-panel .vramscope-Device[data-device-id="cpu"]')
     ).toBeVisible();
@@ -173,6 +181,7 @@ test.describe('per-cell memory (issue 2)', () => {
         async () => (await plotTraces(page)).find(t => t.type === 'bar')?.text
       )
       .toEqual(['[1]', '[2]', '[3]', '[4]']);
+    await expandSection(page.locator('#vramscope-panel'), 'Model insight');
     await expect(
       page.locator('#vramscope-panel .vramscope-Insight-model')
     ).toContainText('model · Sequential');

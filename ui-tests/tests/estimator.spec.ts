@@ -1,6 +1,6 @@
 import { expect } from '@jupyterlab/galata';
 
-import { newNotebookWithPanel, runCode, test } from './lab';
+import { expandSection, newNotebookWithPanel, runCode, test } from './lab';
 import { panelBuilt } from './utils';
 
 const NET = [
@@ -22,12 +22,13 @@ test.describe('estimator (issue 11 item 4)', () => {
     await page.setViewportSize({ width: 1400, height: 900 });
     // the sidebar's default width
     await newNotebookWithPanel(page, 'estimator.ipynb', 280);
-    const section = page.locator(
-      '#vramscope-panel .vramscope-Section[data-section="Estimator"]'
+    const panel = page.locator('#vramscope-panel');
+    const section = panel.locator(
+      '.vramscope-Section[data-section="Estimator"]'
     );
     const body = section.locator('.vramscope-Estimator');
     await expect(body).toBeHidden(); // collapsed by default
-    await section.locator('.vramscope-Section-toggle').click();
+    await expandSection(panel, 'Estimator');
     await expect(body).toBeVisible();
     const field = (name: string) => body.locator(`[data-field="${name}"]`);
     const verdict = body.locator('.vramscope-Estimator-verdict');
@@ -104,7 +105,7 @@ test.describe('estimator (issue 11 item 4)', () => {
 
     // the timeline at this width (src/timeline/figure.ts): plotly's mode bar, shown on hover,
     // sits above the plot area, clear of the newest cell band's label at the top right
-    await section.locator('.vramscope-Section-toggle').click(); // fold the estimator
+    await expandSection(panel, 'Estimator', false); // fold the estimator
     const plot = page.locator('#vramscope-panel .vramscope-Timeline-plot');
     await plot.scrollIntoViewIfNeeded();
     const label = plot.locator('.bartext').last();

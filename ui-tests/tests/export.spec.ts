@@ -5,7 +5,13 @@ import * as path from 'path';
 import { expect } from '@jupyterlab/galata';
 import type { Browser, Page } from '@playwright/test';
 
-import { newNotebookWithPanel, runCode, test, waitForCell } from './lab';
+import {
+  expandSection,
+  newNotebookWithPanel,
+  runCode,
+  test,
+  waitForCell
+} from './lab';
 import { IMPORT_TORCH, panelBuilt, ROOT, screenshotPath } from './utils';
 
 const HOSTILE = '</script><img src=x onerror=alert(1)>';
@@ -158,6 +164,7 @@ test.describe('reports (issue 11)', () => {
     await runCode(page, 3, 'del x');
     await waitForCell(page, 3);
 
+    await expandSection(page.locator('#vramscope-panel'), 'Export');
     const button = page.locator('#vramscope-panel .vramscope-Export-button');
     await expect(button).toBeEnabled();
     const popup = page.context().waitForEvent('page');

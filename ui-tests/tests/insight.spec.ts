@@ -1,6 +1,12 @@
 import { expect, IJupyterLabPageFixture } from '@jupyterlab/galata';
 
-import { cellOutput, openDemoWithPanel, runCode, test } from './lab';
+import {
+  cellOutput,
+  expandSection,
+  openDemoWithPanel,
+  runCode,
+  test
+} from './lab';
 import { panelBuilt, screenshotPath } from './utils';
 
 /**
@@ -80,18 +86,8 @@ test.describe('model insight (issue 4)', () => {
     await page.setViewportSize({ width: 1400, height: 1040 });
     const panel = await openDemoWithPanel(page, tmpPath, 560);
     const insight = panel.locator('.vramscope-Insight');
-    const toggle = (titles: string[]) =>
-      Promise.all(
-        titles.map(title =>
-          panel
-            .locator(
-              `.vramscope-Section[data-section="${title}"] .vramscope-Section-toggle`
-            )
-            .click()
-        )
-      );
     // First the timeline and the cells (for the demo's training loop), then model insight.
-    await toggle(['Devices', 'Model insight']);
+    await expandSection(panel, 'Model insight');
     await panel
       .locator('.vramscope-Timeline-window')
       .selectOption({ label: 'all' });

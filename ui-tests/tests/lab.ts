@@ -320,17 +320,22 @@ export async function openDemoWithPanel(
   return openWithPanel(page, file, panelWidth);
 }
 
-/** Open the panel's section titled `title` when it is collapsed. */
+/** The header (accordion title) of the panel's pane titled `title`. */
+export function sectionToggle(panel: Locator, title: string): Locator {
+  return panel.locator(`.vramscope-Section-toggle[data-section="${title}"]`);
+}
+
+/** Open (or with `open` false, close) the panel's pane titled `title`. */
 export async function expandSection(
   panel: Locator,
-  title: string
+  title: string,
+  open = true
 ): Promise<void> {
-  const section = panel.locator(`.vramscope-Section[data-section="${title}"]`);
-  if (
-    await section.evaluate(n => n.classList.contains('vramscope-mod-collapsed'))
-  ) {
-    await section.locator('.vramscope-Section-toggle').click();
+  const toggle = sectionToggle(panel, title);
+  if ((await toggle.getAttribute('aria-expanded')) !== String(open)) {
+    await toggle.click();
   }
+  await expect(toggle).toHaveAttribute('aria-expanded', String(open));
 }
 
 /** How many pixels of the canvas `canvas` have ink (a non-zero alpha). */

@@ -4,6 +4,7 @@ import { expect, IJupyterLabPageFixture } from '@jupyterlab/galata';
 
 import {
   cellOutput,
+  expandSection,
   newNotebookWithPanel,
   openPanel,
   runCode,
@@ -81,7 +82,7 @@ test.describe('Optimize (issue 10)', () => {
     // Only the Optimize section open: it is collapsed at first (no per-cell cost).
     await expect(section('Optimize')).toHaveClass(/vramscope-mod-collapsed/);
     for (const title of ['Devices', 'Timeline', 'Cells', 'Model insight']) {
-      await section(title).locator('.vramscope-Section-toggle').click();
+      await expandSection(panel, title, false);
     }
 
     // A loaded two-core machine can be slower than the default 20 ms holders-scan budget.
@@ -100,7 +101,7 @@ test.describe('Optimize (issue 10)', () => {
       }
     }
     const optimize = panel.locator('.vramscope-Optimize');
-    await section('Optimize').locator('.vramscope-Section-toggle').click();
+    await expandSection(panel, 'Optimize');
     await expect(section('Optimize')).not.toHaveClass(
       /vramscope-mod-collapsed/
     );
@@ -263,11 +264,6 @@ test.describe('Optimize (issue 10)', () => {
       }
     });
 
-    await page.evaluate(() => {
-      const p = document.querySelector('#vramscope-panel') as HTMLElement;
-      const o = p.querySelector('.vramscope-Section[data-section="Optimize"]');
-      p.scrollTop = (o as HTMLElement).offsetTop;
-    });
     // nothing is clipped at the default width: no card wider than the panel
     const overflow = await optimize.evaluate(el =>
       Array.from(el.querySelectorAll<HTMLElement>('*')).some(
@@ -315,11 +311,7 @@ test.describe('Optimize (issue 10)', () => {
         '    opt.step()'
       ].join('\n')
     );
-    await panel
-      .locator(
-        '.vramscope-Section[data-section="Optimize"] .vramscope-Section-toggle'
-      )
-      .click();
+    await expandSection(panel, 'Optimize');
     const optimize = panel.locator('.vramscope-Optimize');
     const button = optimize.locator('.vramscope-Optimize-findBatch');
     await expect(button).toBeVisible({ timeout: 60_000 });

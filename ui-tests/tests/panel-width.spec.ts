@@ -1,72 +1,48 @@
 import { expect, IJupyterLabPageFixture } from '@jupyterlab/galata';
+import type { Locator } from '@playwright/test';
 
-import { expandSection, openDemoWithPanel, runAll, test } from './lab';
+import {
+  expandSection,
+  openDemoWithPanel,
+  runAll,
+  sectionToggle,
+  test
+} from './lab';
+import { layoutProblems, panelWidth } from './layout';
 import { panelBuilt, screenshotPath } from './utils';
 
-/**
- * Every visible control (buttons, selects, inputs, table columns, badges) of the panel's open
- * sections that sticks out of its section, or a section that scrolls sideways: one line each.
- */
-async function overflows(page: IJupyterLabPageFixture): Promise<string[]> {
-  return page.evaluate(() => {
-    const out: string[] = [];
-    const panel = document.querySelector('#vramscope-panel') as HTMLElement;
-    for (const section of Array.from(
-      panel.querySelectorAll<HTMLElement>('.vramscope-Section')
-    )) {
-      const name = section.dataset.section ?? '?';
-      const body = section.querySelector<HTMLElement>(
-        '.vramscope-Section-body'
-      );
-      if (!body || !body.offsetParent) {
-        continue; // collapsed
-      }
-      const box = body.getBoundingClientRect();
-      if (body.scrollWidth > body.clientWidth + 1) {
-        // name the outermost elements that stick out
-        const wide = Array.from(body.querySelectorAll<HTMLElement>('*'))
-          .filter(el => el.getBoundingClientRect().right > box.right + 1)
-          .slice(0, 3)
-          .map(el =>
-            `${el.tagName.toLowerCase()}.${el.className}`.slice(0, 60)
-          );
-        out.push(
-          `${name}: scrolls sideways (${body.scrollWidth} > ${body.clientWidth}): ${wide.join(', ')}`
-        );
-      }
-      const controls = body.querySelectorAll<HTMLElement>(
-        'button, select, input, th, td, label, .vramscope-Badge, .vramscope-Layers-name, .vramscope-Layers-value, .vramscope-Holders-bytes'
-      );
-      for (const el of Array.from(controls)) {
-        if (!el.offsetParent) {
-          continue; // hidden
-        }
-        const r = el.getBoundingClientRect();
-        if (r.width === 0) {
-          continue;
-        }
-        if (r.left < box.left - 1 || r.right > box.right + 1) {
-          const what =
-            `${el.tagName.toLowerCase()}.${el.className}`.slice(0, 80) +
-            ` "${(el.textContent ?? '').trim().slice(0, 20)}"`;
-          out.push(
-            `${name}: ${what} [${Math.round(r.left)}, ${Math.round(r.right)}] outside [${Math.round(box.left)}, ${Math.round(box.right)}]`
-          );
-        }
-      }
+/** Every pane, top to bottom. */
+const PANES = [
+  'Export',
+  'Devices',
+  'Timeline',
+  'Cells',
+  'Processes',
+  'Model insight',
+  'Optimize',
+  'Estimator'
+];
+
+/** Open only the panes `titles` (the others closed). */
+async function showOnly(panel: Locator, titles: string[]): Promise<void> {
+  for (const title of PANES) {
+    if (!titles.includes(title)) {
+      await expandSection(panel, title, false);
     }
-    return out;
-  });
+  }
+  for (const title of titles) {
+    await expandSection(panel, title, true);
+  }
 }
 
-/** The right sidebar's width in px. */
-async function panelWidth(page: IJupyterLabPageFixture): Promise<number> {
+/** The timeline plot's x range (plot units: local ms). */
+async function xRange(page: IJupyterLabPageFixture): Promise<number[]> {
   return page
-    .locator('#vramscope-panel')
-    .evaluate(node => node.getBoundingClientRect().width);
+    .locator('#vramscope-panel .vramscope-Timeline-plot')
+    .evaluate((el: any) => [...el._fullLayout.xaxis.range].map(Number));
 }
 
-test.describe('the panel at the sidebar width (issue 12)', () => {
+test.describe('the panel at the sidebar width (issues 12, 22)', () => {
   test.use({ kernels: null, sessions: null });
 
   test.skip(
@@ -74,47 +50,129 @@ test.describe('the panel at the sidebar width (issue 12)', () => {
     'the front end has no #vramscope-panel yet (src/index.ts)'
   );
 
-  test('at 260 px and at the default width nothing is clipped; wide, it uses the room', async ({
+  test('answer first, panes, nothing clipped at 250 px or wide; double-click shows all data', async ({
     page,
     tmpPath
   }) => {
-    test.setTimeout(300_000);
-    await page.setViewportSize({ width: 1366, height: 900 });
+    test.setTimeout(360_000);
+    await page.setViewportSize({ width: 1366, height: 768 });
     const panel = await openDemoWithPanel(page, tmpPath);
     const defaultWidth = await panelWidth(page);
     // JupyterLab's default right sidebar: ~250-300 px
     expect(defaultWidth).toBeGreaterThan(200);
     expect(defaultWidth).toBeLessThan(400);
+    const answer = panel.locator('.vramscope-Answer');
+    const action = answer.locator('.vramscope-Answer-action');
 
-    // Open every section, then run the demo (tensors, a model, its training, a leak).
-    for (const title of ['Devices', 'Model insight']) {
-      await expandSection(panel, title);
-    }
-    await runAll(page);
-    const insight = panel.locator('.vramscope-Insight');
-    await expect(insight.locator('.vramscope-Layers-bar').first()).toBeVisible({
-      timeout: 60_000
+    await test.step('the panes: every header in sight, Optimize without scrolling', async () => {
+      // the panes in order, Timeline and Cells open at first
+      const titles = await panel.evaluate(node =>
+        Array.from(node.querySelectorAll('.vramscope-Section-toggle'))
+          .map(t => ({
+            y: t.getBoundingClientRect().top,
+            text: t.querySelector('.lm-AccordionPanel-titleLabel')!.textContent
+          }))
+          .sort((a, b) => a.y - b.y)
+          .map(t => t.text)
+      );
+      expect(titles).toEqual(PANES);
+      for (const title of PANES) {
+        await expect(sectionToggle(panel, title)).toHaveAttribute(
+          'aria-expanded',
+          String(title === 'Timeline' || title === 'Cells')
+        );
+      }
+      const optimize = (await sectionToggle(panel, 'Optimize').boundingBox())!;
+      const box = (await panel.boundingBox())!;
+      expect(optimize.y + optimize.height).toBeLessThanOrEqual(
+        box.y + box.height
+      );
+      expect(await panel.evaluate(n => n.scrollTop)).toBe(0);
+      // the panes' headers carry their buttons
+      await expect(
+        sectionToggle(panel, 'Cells').locator('.vramscope-CellTable-clear')
+      ).toBeVisible();
+      await expect(
+        sectionToggle(panel, 'Optimize').locator('.vramscope-Optimize-refresh')
+      ).toBeVisible();
+      // no advice asked for yet: the answer line offers to open Optimize
+      await expect(action).toHaveAttribute('data-kind', 'open');
     });
+
+    await runAll(page);
     await expect(
       panel.locator('.vramscope-CellTable-row').first()
     ).toBeVisible();
 
-    await test.step('the default width', async () => {
-      await panel.evaluate(node => (node.scrollTop = 0));
-      expect(await overflows(page)).toEqual([]);
-      await page.screenshot({ path: screenshotPath('panel-default.png') });
+    await test.step('the answer line: memory now and at peak, the best action', async () => {
+      const memory = answer.locator('.vramscope-Answer-memory');
+      await expect(memory).toHaveAttribute('data-device', 'cpu');
+      await expect(memory).toContainText(
+        /^cpu [\d.]+ [KMG]iB now · peak [\d.]+ [KMG]iB$/
+      );
+      const now = await memory.locator('.vramscope-Answer-now').textContent();
+      const peak = await memory.locator('.vramscope-Answer-peak').textContent();
+      const bytes = (text: string | null) => {
+        const [v, u] = (text ?? '').split(' ');
+        return Number(v) * 1024 ** ['B', 'KiB', 'MiB', 'GiB'].indexOf(u);
+      };
+      expect(bytes(peak)).toBeGreaterThanOrEqual(bytes(now));
+      // opening Optimize asks for advice; the line then names the best suggestion
+      await action.click();
+      await expect(sectionToggle(panel, 'Optimize')).toHaveAttribute(
+        'aria-expanded',
+        'true'
+      );
+      await expect(action).toHaveAttribute('data-kind', 'action', {
+        timeout: 90_000
+      });
+      await expect(action).toHaveText(/^[^`]+: −[\d.]+ [KMG]iB/);
+      const title = (await action.textContent())!.split(':')[0];
+      // the link shows its card (the first suggestion not applied)
+      await expandSection(panel, 'Timeline', false);
+      await action.click();
+      const card = panel.locator('.vramscope-Optimize-suggestion').first();
+      await expect(card).toBeFocused();
+      await expect(card.locator('.vramscope-Optimize-name')).toHaveText(title);
+      // no raw Markdown in titles
+      await expect(card.locator('.vramscope-Optimize-name')).not.toContainText(
+        '`'
+      );
+      // at the top of its pane, in sight; the pane stays open
+      await expect(sectionToggle(panel, 'Optimize')).toHaveAttribute(
+        'aria-expanded',
+        'true'
+      );
+      const cardBox = (await card.boundingBox())!;
+      const paneBox = (await panel
+        .locator('.vramscope-Section[data-section="Optimize"]')
+        .boundingBox())!;
+      expect(Math.abs(cardBox.y - paneBox.y)).toBeLessThan(2);
     });
 
-    await test.step('260 px', async () => {
-      await page.sidebar.setWidth(260, 'right');
-      await expect.poll(() => panelWidth(page)).toBeLessThan(275);
-      expect(await overflows(page)).toEqual([]);
-      // every column of the cell table and the Clear button are shown
+    const check = async (width: string) => {
+      for (const group of [
+        ['Export', 'Devices', 'Timeline'],
+        ['Cells', 'Processes'],
+        ['Model insight'],
+        ['Optimize'],
+        ['Estimator']
+      ]) {
+        await showOnly(panel, group);
+        expect((await layoutProblems(page)).map(p => `${width}: ${p}`)).toEqual(
+          []
+        );
+      }
+    };
+
+    await test.step('250 px: every pane, nothing clipped or overlapping', async () => {
+      await page.sidebar.setWidth(250, 'right');
+      await expect.poll(() => panelWidth(page)).toBeLessThan(265);
+      await check('250 px');
+      // the cell table: [n], Δ and Peak; each cell's code on its own line below its figures
+      await showOnly(panel, ['Cells']);
       const table = panel.locator('.vramscope-CellTable');
-      await expect(table.locator('.vramscope-CellTable-clear')).toBeVisible();
-      // [n], Δ and Peak; each cell's code on its own line below its figures
       await expect(table.locator('th:visible')).toHaveCount(3);
-      // the demo's failing cell is marked where the Status column was
       await expect(
         table.locator('.vramscope-CellTable-mark').first()
       ).toBeVisible();
@@ -122,19 +180,70 @@ test.describe('the panel at the sidebar width (issue 12)', () => {
         .locator('.vramscope-CellTable-row')
         .first()
         .locator('.vramscope-CellTable-code');
-      await expect(code).toBeVisible();
-      // the code gets the panel's width, not what the figures leave (~30 px)
       expect((await code.boundingBox())!.width).toBeGreaterThan(180);
+      // a click anywhere in a header cell sorts, not only on its word
+      const peak = table.locator('th.vramscope-CellTable-col-peak');
+      const box = (await peak.boundingBox())!;
+      await page.mouse.click(box.x + box.width - 2, box.y + box.height / 2);
+      await expect(peak).toHaveAttribute('aria-sort', 'descending');
+      await peak.locator('button').focus();
+      await page.keyboard.press('Enter');
+      await expect(peak).toHaveAttribute('aria-sort', 'ascending');
+      await page.screenshot({ path: screenshotPath('panel-250.png') });
+      await showOnly(panel, ['Optimize']);
+      await page.screenshot({ path: screenshotPath('optimize-250.png') });
+    });
+
+    await test.step('double-click on the timeline shows all data', async () => {
+      await showOnly(panel, ['Timeline', 'Cells']);
+      const timeline = panel.locator('.vramscope-Timeline');
+      const first = Number(await timeline.getAttribute('data-first-x'));
+      const last = Number(await timeline.getAttribute('data-last-x'));
+      expect(last - first).toBeGreaterThan(5_000); // the demo ran for seconds
+      // drag-zoom to a small window, then double-click
+      const area = (await timeline.locator('.nsewdrag').first().boundingBox())!;
+      const y = area.y + area.height / 2;
+      await page.mouse.move(area.x + area.width * 0.4, y);
+      await page.mouse.down();
+      await page.mouse.move(area.x + area.width * 0.5, y, { steps: 5 });
+      await page.mouse.up();
+      await expect
+        .poll(async () => {
+          const [a, b] = await xRange(page);
+          return b - a;
+        })
+        .toBeLessThan((last - first) * 0.5);
+      await page.mouse.dblclick(area.x + area.width / 2, y);
+      await expect
+        .poll(async () => {
+          const [a, b] = await xRange(page);
+          return a <= first && b >= last;
+        })
+        .toBe(true);
+      // plotly's notices never cover the toolbar
+      await expect(page.locator('.plotly-notifier')).toHaveCount(0);
+      // the cell tooltip stays inside the panel
+      await page.mouse.move(area.x + 4, area.y + area.height - 4);
+      const tooltip = timeline.locator('.vramscope-Timeline-tooltip');
+      await expect(tooltip).toBeVisible();
+      const tip = (await tooltip.boundingBox())!;
+      const box = (await panel.boundingBox())!;
+      expect(tip.x).toBeGreaterThanOrEqual(box.x - 0.5);
+      expect(tip.x + tip.width).toBeLessThanOrEqual(box.x + box.width + 0.5);
+      await page.screenshot({ path: screenshotPath('timeline-250.png') });
+      await page.mouse.move(0, 0);
     });
 
     await test.step('wide: the table shows every column', async () => {
       await page.sidebar.setWidth(620, 'right');
       await expect.poll(() => panelWidth(page)).toBeGreaterThan(600);
-      expect(await overflows(page)).toEqual([]);
+      await check('620 px');
+      await showOnly(panel, ['Timeline', 'Cells']);
       const table = panel.locator('.vramscope-CellTable');
       await expect(table.locator('th:visible')).toHaveCount(6);
-      await panel.evaluate(node => (node.scrollTop = 0));
       await page.screenshot({ path: screenshotPath('panel-wide.png') });
+      await showOnly(panel, ['Optimize']);
+      await page.screenshot({ path: screenshotPath('optimize-wide.png') });
     });
   });
 });

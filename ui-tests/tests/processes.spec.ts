@@ -1,6 +1,14 @@
 import { expect } from '@jupyterlab/galata';
 
-import { openWithPanel, runCode, startCode, test, waitForCell } from './lab';
+import {
+  expandSection,
+  openWithPanel,
+  runCode,
+  startCode,
+  test,
+  waitForCell
+} from './lab';
+import { layoutProblems, panelWidth } from './layout';
 import { panelBuilt, screenshotPath, watchDebugRequests } from './utils';
 
 /** An empty notebook on the Python 3 kernel, opened (not renamed) under its own name. */
@@ -33,6 +41,17 @@ const LOADER = [
   '    time.sleep(0.004)'
 ].join('\n');
 
+/**
+ * Three epochs of a loader without persistent workers: two new workers each epoch, six
+ * ended workers of one cell in all.
+ */
+const EPOCHS = [
+  'small = Words(20_000)',
+  'for epoch in range(3):',
+  '    for batch in DataLoader(small, batch_size=256, num_workers=2):',
+  '        time.sleep(0.01)'
+].join('\n');
+
 test.describe('processes (issue 13)', () => {
   test.use({ kernels: null, sessions: null });
 
@@ -49,7 +68,8 @@ test.describe('processes (issue 13)', () => {
     watchDebugRequests(page);
     const file = `${tmpPath}/processes.ipynb`;
     await page.contents.uploadContent(EMPTY, 'text', file);
-    await openWithPanel(page, file); // the sidebar at its default width
+    const panel = await openWithPanel(page, file); // the sidebar at its default width
+    await expandSection(panel, 'Processes');
     const section = page.locator(
       '#vramscope-panel .vramscope-Section[data-section="Processes"]'
     );
@@ -118,11 +138,15 @@ test.describe('processes (issue 13)', () => {
 
     await test.step('they end, and the copy-on-access finding names the dataset', async () => {
       await waitForCell(page, 1);
-      await expect(
-        section.locator('.vramscope-Processes-row.vramscope-mod-ended')
-      ).toHaveCount(2, {
-        timeout: 20_000
-      });
+      // the two ended workers of the cell fold into one row and lane
+      const ended = section.locator(
+        '.vramscope-Processes-row.vramscope-mod-ended'
+      );
+      await expect(ended).toHaveCount(1, { timeout: 20_000 });
+      await expect(ended.locator('.vramscope-Processes-name')).toHaveText(
+        '2 ended workers of cell [2]'
+      );
+      await expect(ended).toHaveAttribute('data-count', '2');
       await expect(rows.first()).toContainText(/exit code 0|exited/);
       const finding = section.locator('.vramscope-Processes-finding');
       await expect(finding).toContainText('train_words', { timeout: 20_000 });
@@ -138,6 +162,45 @@ test.describe('processes (issue 13)', () => {
       await timeline.screenshot({
         path: screenshotPath('processes-timeline.png')
       });
+    });
+
+    await test.step('many ended workers fold per cell; nothing clipped at 250 px', async () => {
+      await runCode(page, 2, EPOCHS);
+      const ended = section.locator(
+        '.vramscope-Processes-row.vramscope-mod-ended'
+      );
+      // cell [2]'s two and cell [3]'s six: two rows, a lane each
+      await expect(ended.locator('.vramscope-Processes-name')).toHaveText(
+        ['6 ended workers of cell [3]', '2 ended workers of cell [2]'],
+        { timeout: 30_000 }
+      );
+      await expect(ended.first()).toHaveAttribute('data-count', '6');
+      await expect(section.locator('.vramscope-Processes-laneRow')).toHaveCount(
+        2
+      );
+      // the fold's lane holds the six workers' points
+      const lane = section
+        .locator('.vramscope-Processes-laneRow')
+        .first()
+        .locator('canvas');
+      expect(Number(await lane.getAttribute('data-columns'))).toBeGreaterThan(
+        1
+      );
+      await page.sidebar.setWidth(250, 'right');
+      await expect.poll(() => panelWidth(page)).toBeLessThan(265);
+      await expandSection(panel, 'Timeline', false);
+      await expandSection(panel, 'Cells', false);
+      expect(await layoutProblems(page, ['Processes'])).toEqual([]);
+      // Now and Peak side by side, apart
+      const first = rows.first();
+      const now = (await first
+        .locator('.vramscope-Processes-now')
+        .boundingBox())!;
+      const peak = (await first
+        .locator('.vramscope-Processes-peak')
+        .boundingBox())!;
+      expect(now.x + now.width).toBeLessThanOrEqual(peak.x + 0.5);
+      await section.screenshot({ path: screenshotPath('processes-250.png') });
     });
   });
 });

@@ -12,7 +12,7 @@
  */
 import { expect, IJupyterLabPageFixture } from '@jupyterlab/galata';
 
-import { newNotebookWithPanel, runCode, test } from './lab';
+import { expandSection, newNotebookWithPanel, runCode, test } from './lab';
 
 const BUDGET_MS = 50;
 const KIB = 1024;
@@ -94,6 +94,7 @@ test('a 10,000-module model: every panel update is handled in < 50 ms', async ({
 }) => {
   test.setTimeout(240_000);
   await newNotebookWithPanel(page, 'scale.ipynb', 460);
+  await expandSection(page.locator('#vramscope-panel'), 'Model insight');
   await timeMessages(page);
   await runCode(
     page,

@@ -1,6 +1,7 @@
 import { expect, IJupyterLabPageFixture } from '@jupyterlab/galata';
 
 import {
+  expandSection,
   newNotebookWithPanel,
   plotTraces,
   runCode,
@@ -156,18 +157,20 @@ test.describe('live timeline (issue 3)', () => {
       expect(bars.hovertext[1]).toMatch(/cpu: Δ \+6\d\.\d MiB/);
       await expect(plot.locator('.barlayer .trace .point path')).toHaveCount(2);
 
-      // Hovering the band (low, away from the memory line) shows its cell in plotly's label.
+      // Hovering the band (low, away from the memory line) shows its cell in the timeline's
+      // own tooltip (plotly draws no label: it could not keep one inside the panel) ...
       const band = plot.locator('.barlayer .trace .point path').nth(1);
       const box = (await band.boundingBox())!;
       await page.mouse.move(box.x + box.width / 2, box.y + box.height * 0.95);
-      await expect(plot.locator('.hoverlayer .hovertext')).toContainText(
-        '[2] xs = []'
-      );
-      // ... and the lines' tooltip gives the memory at that time
       const tooltip = page.locator(
         '#vramscope-panel .vramscope-Timeline-tooltip'
       );
       await expect(tooltip).toBeVisible();
+      await expect(
+        tooltip.locator('.vramscope-Timeline-tooltipCell')
+      ).toContainText('[2] xs = []');
+      await expect(plot.locator('.hoverlayer .hovertext')).toHaveCount(0);
+      // ... with the memory of the lines at that time
       await expect(tooltip).toContainText(/in use: [\d.]+ MiB/);
       await expect(tooltip).toContainText(/^\d\d:\d\d:\d\d/);
       await page.mouse.move(0, 0);
@@ -176,12 +179,9 @@ test.describe('live timeline (issue 3)', () => {
 
     await test.step('screenshot while a training loop runs (a test artifact)', async () => {
       // Only the timeline and the cells: collapse the other sections.
+      const panel = page.locator('#vramscope-panel');
       for (const title of ['Devices', 'Model insight']) {
-        await page
-          .locator(
-            `#vramscope-panel .vramscope-Section[data-section="${title}"] .vramscope-Section-toggle`
-          )
-          .click();
+        await expandSection(panel, title, false);
       }
       const prompt = await startCode(page, 2, TRAINING_LOOP);
       await expect(busy).toBeVisible({ timeout: 30_000 });
