@@ -13,11 +13,13 @@ block, each block preceded by one untimed cell (it takes whatever the previous b
 behind). Printed per model and cell: added ms per cell, median and p90, bridge against the
 first plain kernel, next to the A/A control (the second plain kernel against the first, both
 arms the same), and the bridge's own after-cell insight time (``scan_ms`` of its insight
-messages). ``--record`` writes them to bench/RESULTS.md. No asserts: numbers on a shared
-machine are noisy.
+messages), and the bridge's CPU readings (what one glibc mallinfo2 call cost on a cell's
+path and on the sampler's, and how many cells started from the previous cell's ending
+reading). ``--record`` writes them to bench/RESULTS.md (section ``--title``). No asserts:
+numbers on a shared machine are noisy.
 
     python bench/module_cost.py [--rounds 8] [--cells 20] [--forward-cells 5]
-                                [--models m1k,m10k,lora] [--record]
+                                [--models m1k,m10k,lora] [--record] [--title module_cost]
 """
 
 from __future__ import annotations
@@ -87,6 +89,12 @@ FORWARD = {
     "lora": "y = model(input_ids=x).logits.sum().item()",
 }
 COUNT = "sum(1 for _ in model.modules())"
+CPU_READS = (
+    "(lambda c: f'mallinfo2 {c.read_cost_s * 1e3:.2f} ms a call on the cells path, '"
+    "f'{c.tick_cost_s * 1e3:.2f} ms on the samplers (GIL released: {c.tick_cost_s > 3e-4}), '"
+    "f'{c.reused_begins} cells started from the previous ending reading')"
+    "(__import__('vramscope.runtime', fromlist=['x']).get_runtime().cpu)"
+)
 ARMS = ("bridge", "plain", "plain2")
 
 
@@ -150,6 +158,7 @@ def run_model(key: str, args: argparse.Namespace) -> list[str]:
                     found = drain(kernels[arm])
                     if arm == "bridge":
                         scans[name].extend(float(i.get("scan_ms", 0.0)) for i in found)
+        reads = str(kernels["bridge"].eval(CPU_READS))
     finally:
         for kernel in kernels.values():
             kernel.close()
@@ -167,6 +176,7 @@ def run_model(key: str, args: argparse.Namespace) -> list[str]:
             f"{p90(plain2) - p90(plain):+.2f} ms; the bridge's after-cell insight "
             + (f"median {med(scan):.2f} ms, max {max(scan):.2f} ms" if scan else "not seen")
         )
+    lines.append(f"{title}: the bridge's CPU readings at the end: {reads}")
     return lines
 
 
@@ -177,6 +187,7 @@ def main() -> None:
     parser.add_argument("--forward-cells", type=int, default=5, help="forward cells per block")
     parser.add_argument("--models", default="m1k,m10k,lora", help=f"of {', '.join(MODELS)}")
     parser.add_argument("--record", action="store_true", help="write to bench/RESULTS.md")
+    parser.add_argument("--title", default="module_cost", help="its section in RESULTS.md")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT / "test" / "python"))
 
@@ -188,9 +199,9 @@ def main() -> None:
     ]
     for key in args.models.split(","):
         lines.extend(run_model(key, args))
-        print("\n".join(lines[-4:]), flush=True)
+        print("\n".join(lines[-5:]), flush=True)
     if args.record:
-        record("module_cost", lines)
+        record(args.title, lines)
 
 
 if __name__ == "__main__":

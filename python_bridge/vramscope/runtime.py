@@ -56,7 +56,7 @@ class Runtime:
         self.shell = shell
         self.session_id = uuid.uuid4().hex
         self.settings: Settings = default_settings()
-        self.cpu = CpuDevice()
+        self.cpu = CpuDevice(exact=lambda: self.settings.get("cpu_peak") == "exact")
         self.devices: list[Device] = [self.cpu]  # replaced, never mutated (sampler reads it)
         self._accelerators_checked = False
         self.ring = RingBuffer(self.settings["history_limit"])
@@ -184,7 +184,9 @@ class Runtime:
         readings: dict[str, DeviceSample] = {}
         for device in self.devices:
             try:
-                readings[device.id] = device.tick()
+                reading = device.tick()
+                if reading is not None:  # None: not read this tick (a slow CPU heap)
+                    readings[device.id] = reading
             except Exception:
                 continue
         return {"t": time.time(), "d": readings}
@@ -194,7 +196,7 @@ class Runtime:
         for device in self.devices:
             if device.id == device_id:
                 try:
-                    return device.read()
+                    return device.current()  # the CPU: the last cell's ending reading
                 except Exception:
                     return None
         return None

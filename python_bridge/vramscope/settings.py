@@ -20,6 +20,7 @@ def default_settings() -> Settings:
         "insight": True,
         "insight_budget_ms": 20.0,
         "history_limit": 36_000,
+        "cpu_peak": "sampled",
     }
 
 
@@ -39,6 +40,11 @@ def apply_settings(current: Settings, patch: Mapping[str, Any]) -> Settings:
         if policy not in ("reset", "preserve"):
             raise _bad("cuda_peak_policy", policy, "'reset' or 'preserve'")
         new["cuda_peak_policy"] = policy
+    if "cpu_peak" in patch:
+        mode = patch["cpu_peak"]
+        if mode not in ("sampled", "exact"):
+            raise _bad("cpu_peak", mode, "'sampled' or 'exact'")
+        new["cpu_peak"] = mode
     if "insight" in patch:
         flag = patch["insight"]
         if not isinstance(flag, bool):

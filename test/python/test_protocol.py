@@ -85,6 +85,7 @@ def test_settings_defaults_and_patch() -> None:
         "insight": True,
         "insight_budget_ms": 20.0,
         "history_limit": 36000,
+        "cpu_peak": "sampled",
     }
     new = apply_settings(base, {"sample_hz": 0, "cuda_peak_policy": "preserve", "whatever": 1})
     assert new["sample_hz"] == 0 and new["cuda_peak_policy"] == "preserve"

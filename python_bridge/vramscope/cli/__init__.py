@@ -2,7 +2,7 @@
 
     vramscope profile NOTEBOOK.ipynb [-o report.{html,json,md,csv}]... [--budget 8GiB]
         [--cell-budget 2GiB] [--baseline old.json --tolerance 10%] [--timeout S]
-        [--kernel NAME] [--device cuda:0]
+        [--kernel NAME] [--device cuda:0] [--cpu-peak exact|sampled]
     vramscope compare old.json new.json [--device cuda:0] [-o compare.html]
 
 Exit codes: ``vramscope.cli.gates`` (0 ok, 1 internal, 2 usage, 3 cell failed, 4 budget,
@@ -58,6 +58,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--device",
         help="device the summary and gates use (default: the first accelerator, else cpu)",
+    )
+    p.add_argument(
+        "--cpu-peak",
+        choices=("exact", "sampled"),
+        default="exact",
+        help="CPU peaks counted op by op (default) or sampled as in a notebook",
     )
     c = sub.add_parser("compare", help="per-cell differences of two JSON reports")
     c.add_argument("old", type=Path)

@@ -41,7 +41,11 @@ def profile(args: argparse.Namespace, out: TextIO) -> int:
     progress = Progress(args.device)
     try:
         result, _nb = run_notebook(
-            args.notebook, timeout=args.timeout, kernel_name=args.kernel, on_cell=progress.cell
+            args.notebook,
+            timeout=args.timeout,
+            kernel_name=args.kernel,
+            on_cell=progress.cell,
+            cpu_peak=getattr(args, "cpu_peak", "exact"),
         )
     finally:
         progress.finish()

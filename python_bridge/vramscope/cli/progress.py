@@ -12,7 +12,8 @@ BAR = 24
 
 
 def describe(record: dict[str, Any] | None, device: str | None) -> str:
-    """``[3] cpu: delta +64.0 MiB, peak +65.5 MiB (0.12 s)`` for a CellRecord."""
+    """``[3] cpu: delta +64.0 MiB, exact peak +65.5 MiB (0.12 s)`` for a CellRecord (the
+    peak's kind when the record says it: ``exact`` or ``sampled``)."""
     if record is None:
         return "not recorded"
     count = record.get("execution_count")
@@ -26,10 +27,11 @@ def describe(record: dict[str, Any] | None, device: str | None) -> str:
         if best is None:
             return f"{label} no device measured"
         name, delta, peak = best.device, best.delta, best.peak
+    how = (devices.get(name) or {}).get("peak_source")  # "exact" or "sampled" (CPU)
     status = "" if record.get("ok", True) else f" {record.get('error_type') or 'error'}"
     return (
-        f"{label} {name}: delta {fmt_bytes(delta, signed=True)}, peak "
-        f"{fmt_bytes(peak, signed=True)} ({record.get('duration', 0):.2f} s){status}"
+        f"{label} {name}: delta {fmt_bytes(delta, signed=True)}, {how + ' ' if how else ''}"
+        f"peak {fmt_bytes(peak, signed=True)} ({record.get('duration', 0):.2f} s){status}"
     )
 
 

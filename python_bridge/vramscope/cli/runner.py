@@ -19,6 +19,8 @@ from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
 
 BOOTSTRAP = "import vramscope as _vramscope; _vramscope._bootstrap()"
+#: CPU peaks of a headless run: "exact" (op by op, devices/exact.py) unless asked otherwise
+CPU_PEAK = "_vramscope.settings(cpu_peak={!r})"
 PROBE = "__import__('vramscope.cli.probe', fromlist=['probe'])"
 
 
@@ -53,10 +55,15 @@ class ProfileClient(NotebookClient):
     """A NotebookClient that loads the bridge first and tags each execute with its cell id."""
 
     def __init__(
-        self, nb: Any, on_cell: Callable[[CellDone], None] | None = None, **kw: Any
+        self,
+        nb: Any,
+        on_cell: Callable[[CellDone], None] | None = None,
+        cpu_peak: str = "exact",
+        **kw: Any,
     ) -> None:
         super().__init__(nb, **kw)
         self._on_cell = on_cell
+        self._cpu_peak = cpu_peak
         self._cell_id: Optional[str] = None
 
     def _kc(self) -> Any:
@@ -121,6 +128,7 @@ class ProfileClient(NotebookClient):
             if info is not None and "language_info" in info["content"]:
                 self.nb.metadata["language_info"] = info["content"]["language_info"]
             await self._silent(BOOTSTRAP)
+            await self._silent(CPU_PEAK.format(self._cpu_peak))
             kc = self._kc()
             kc.execute = self._make_execute(kc.execute)
             for n, (index, cell) in enumerate(code_cells):
@@ -186,9 +194,11 @@ def run_notebook(
     timeout: float | None = None,
     kernel_name: str | None = None,
     on_cell: Callable[[CellDone], None] | None = None,
+    cpu_peak: str = "exact",
 ) -> tuple[RunResult, Any]:
     """Execute the notebook at ``path`` in a fresh kernel (cwd: its folder); returns the run's
-    report and failure, and the executed notebook."""
+    report and failure, and the executed notebook. ``cpu_peak``: the kernel's setting of that
+    name ("exact": every cell's CPU peak counted op by op)."""
     nb = nbformat.read(str(path), as_version=4)
     kw: dict[str, Any] = {
         "timeout": timeout,
@@ -196,7 +206,7 @@ def run_notebook(
     }
     if kernel_name:
         kw["kernel_name"] = kernel_name
-    client = ProfileClient(nb, on_cell=on_cell, **kw)
+    client = ProfileClient(nb, on_cell=on_cell, cpu_peak=cpu_peak, **kw)
     with tempfile.TemporaryDirectory(prefix="vramscope-") as tmp:
         report_path = str(Path(tmp) / "report.json")
         Path(report_path).touch()

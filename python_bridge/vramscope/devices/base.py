@@ -18,11 +18,13 @@ class CellMark:
     ``baseline`` is device specific: the RSS before the cell for the CPU (VmHWM was reset),
     the allocator's peak counter before the cell for CUDA. ``peak_counter_fresh`` says the
     device's own peak counter started at the cell's start (reset by us, or never used before).
+    ``exact``: an op-by-op count was armed for the cell (the CPU's ``cpu_peak: "exact"``).
     """
 
     before: int
     baseline: int = 0
     peak_counter_fresh: bool = False
+    exact: bool = False
 
 
 class Device(abc.ABC):
@@ -36,9 +38,15 @@ class Device(abc.ABC):
     def read(self) -> DeviceSample:
         """Current usage, from ONE statistics call (the sampler's per-tick read)."""
 
-    def tick(self) -> DeviceSample:
+    def tick(self) -> DeviceSample | None:
         """The sampler's reading: ``read`` unless a device keeps a slow part of it for every
-        few ticks (each tick runs on a thread that wakes ten times a second)."""
+        few ticks (each tick runs on a thread that wakes ten times a second); None: nothing
+        read this tick (a reading too slow to take at every tick)."""
+        return self.read()
+
+    def current(self) -> DeviceSample:
+        """The device's state now, for a reader after a cell (the insight breakdown): ``read``
+        unless the device still knows it without reading again."""
         return self.read()
 
     @abc.abstractmethod

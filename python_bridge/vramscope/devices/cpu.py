@@ -5,10 +5,22 @@ Method (see docs/report-schema.md):
   mmapped blocks); it sees frees that RSS never shows. Under a preloaded or linked
   jemalloc/tcmalloc/mimalloc (or without glibc) mallinfo2 is meaningless: ``used`` is RSS.
 - ``reserved``: RSS from ``/proc/self/statm`` read with ``pread`` on a descriptor opened once.
-- per-cell peak: before the cell ``5`` is written to ``/proc/self/clear_refs`` (resets VmHWM);
-  after it, the rise of VmHWM over the RSS before the cell is one peak candidate; the sampler's
-  highest ``used`` during the cell is another; the delta the third. The largest wins. Both
-  files stay open (``pread``/``write`` on kept descriptors: ~20 us a cell, not ~45 us).
+- per-cell peak, sampled (the default): before the cell ``5`` is written to
+  ``/proc/self/clear_refs`` (resets VmHWM); after it, the rise of VmHWM over the RSS before the
+  cell is one peak candidate; the sampler's highest ``used`` during the cell is another; the
+  delta the third. The largest wins. Both files stay open (``pread``/``write`` on kept
+  descriptors: ~20 us a cell, not ~45 us).
+- per-cell peak, exact (``cpu_peak: "exact"``, devices/exact.py): the highest rise of the
+  cell's torch CPU storages, counted op by op, plus what glibc's delta has beyond the
+  storages' net change (memory outside torch), never below the delta.
+
+A mallinfo2 call walks every free heap chunk: ~1 us on a fresh heap, ~10-25 ms after a
+10,000-module model was built and trained (80,000 free chunks). Its cost is timed at every
+call. When slow (over ``SLOW_READ_S``): the sampler calls it without the GIL and at most once
+per ``cost / SAMPLER_DUTY`` seconds (no CPU sample in between); a cell's starting reading is
+the previous cell's ending one when the sampler's newest reading since equals it (an idle
+kernel between cells typed by hand; back-to-back cells read again). The breakdown after a
+cell reuses the cell's ending reading while no sampler reading since differed (``current``).
 """
 
 from __future__ import annotations
@@ -18,15 +30,20 @@ import ctypes
 import os
 import sys
 import time
-from typing import Any
+from typing import Any, Callable
 
 from ..protocol import DeviceDelta, DeviceInfo, DeviceSample
 from . import procio
 from .base import CellMark, Device, PeakPolicy, make_delta, window_rise
+from .exact import ExactCounter
 
 _OTHER_ALLOCATORS = ("jemalloc", "tcmalloc", "mimalloc")
 #: How often the sampler's ticks read RSS (the timeline's "reserved" line for the CPU).
 RSS_EVERY_S = 0.5
+#: A mallinfo2 call that took more CPU time than this is slow (a fragmented heap).
+SLOW_READ_S = 0.0003
+#: On a slow heap, the share of one core the sampler's mallinfo2 calls may take.
+SAMPLER_DUTY = 0.01
 
 
 class _MallInfo2(ctypes.Structure):
@@ -63,14 +80,17 @@ def other_allocator(environ: dict[str, str] | None = None, maps: str | None = No
     return None
 
 
-def load_mallinfo2() -> Any:
-    """glibc's mallinfo2, or None (no glibc, glibc < 2.33, or another malloc in use)."""
+def load_mallinfo2(release_gil: bool = False) -> Any:
+    """glibc's mallinfo2, or None (no glibc, glibc < 2.33, or another malloc in use).
+
+    By default called holding the GIL (``PyDLL``): a ~25 us call that released it would hand
+    the GIL to a waiting thread (IOPub, the sampler) and wait to get it back, ~0.1-5 ms. With
+    ``release_gil`` (``CDLL``) for the sampler on a slow heap: other threads run meanwhile."""
     if not sys.platform.startswith("linux") or other_allocator() is not None:
         return None
     try:
-        # PyDLL: called holding the GIL. A ~25 us call that released it would hand the GIL
-        # to a waiting thread (IOPub, the sampler) and wait to get it back, ~0.1-5 ms.
-        func = ctypes.PyDLL(None).mallinfo2
+        lib = ctypes.CDLL(None) if release_gil else ctypes.PyDLL(None)
+        func = lib.mallinfo2
     except (OSError, AttributeError):
         return None
     func.restype = _MallInfo2
@@ -82,8 +102,9 @@ class CpuDevice(Device):
     id = "cpu"
     kind = "cpu"
 
-    def __init__(self, use_mallinfo2: bool = True) -> None:
+    def __init__(self, use_mallinfo2: bool = True, exact: Callable[[], bool] | None = None) -> None:
         self._mallinfo2 = load_mallinfo2() if use_mallinfo2 else None
+        self._mallinfo2_nogil = load_mallinfo2(release_gil=True) if self._mallinfo2 else None
         self.source = "mallinfo2" if self._mallinfo2 is not None else "rss"
         self._page = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
         self._statm_fd: int | None = _open_or_none("/proc/self/statm", os.O_RDONLY)
@@ -92,6 +113,15 @@ class CpuDevice(Device):
         self._hwm_resettable = self._clear_refs_fd is not None and self._status_fd is not None
         self.allocator_note = other_allocator() if use_mallinfo2 else None
         self._rss, self._rss_at = 0, -RSS_EVERY_S
+        self._exact = exact
+        self.counter = ExactCounter()
+        #: CPU seconds of the last mallinfo2 call on a cell's path and of the sampler's last
+        self.read_cost_s = 0.0
+        self.tick_cost_s = 0.0
+        self._next_tick_read = 0.0
+        self._end: DeviceSample | None = None  # the last cell's ending reading ...
+        self._since_end: int | None = None  # ... and the sampler's newest ``used`` since
+        self.reused_begins = 0  # cells whose starting reading was the previous ending one
 
     def rss(self) -> int:
         if self._statm_fd is None:
@@ -103,22 +133,54 @@ class CpuDevice(Device):
             return _rss_fallback()
 
     def in_use(self) -> int:
-        if self._mallinfo2 is not None:
-            info = self._mallinfo2()
-            return int(info.uordblks + info.hblkhd)
-        return self.rss()
+        if self._mallinfo2 is None:
+            return self.rss()
+        start = time.thread_time()
+        info = self._mallinfo2()
+        self.read_cost_s = time.thread_time() - start
+        return int(info.uordblks + info.hblkhd)
+
+    @property
+    def slow(self) -> bool:
+        """mallinfo2 took over ``SLOW_READ_S`` at its last call on a cell's path."""
+        return self.read_cost_s > SLOW_READ_S
 
     def read(self) -> DeviceSample:
         return {"used": self.in_use(), "reserved": self.rss()}
 
-    def tick(self) -> DeviceSample:
+    def current(self) -> DeviceSample:
+        """The last cell's ending reading while no sampler reading has differed from it
+        (what a breakdown after the cell totals), else a fresh one."""
+        end, since = self._end, self._since_end
+        if end is not None and since in (None, end["used"]):
+            return dict(end)  # type: ignore[return-value]
+        return self.read()
+
+    def tick(self) -> DeviceSample | None:
         """``used`` every tick; ``reserved`` (RSS, a /proc read: ~65 us of a thread that has
         just woken, as much as mallinfo2 itself) at most every ``RSS_EVERY_S``, the last
-        value in between. The per-cell figures use ``read``: both, fresh."""
+        value in between. The per-cell figures use ``read``: both, fresh. On a slow heap
+        mallinfo2 is called without the GIL, and only once its share of the thread's time
+        allows (None at the ticks in between)."""
         now = time.monotonic()
         if now - self._rss_at >= RSS_EVERY_S:
             self._rss, self._rss_at = self.rss(), now
-        return {"used": self.in_use(), "reserved": self._rss}
+        if self._mallinfo2 is None:
+            used = self.rss()
+        elif now < self._next_tick_read:
+            return None
+        else:
+            nogil = self._mallinfo2_nogil
+            func = (
+                nogil if self.tick_cost_s > SLOW_READ_S and nogil is not None else self._mallinfo2
+            )
+            start = time.thread_time()  # CPU time: a wait for the GIL is not the call's cost
+            info = func()
+            cost = self.tick_cost_s = time.thread_time() - start
+            used = int(info.uordblks + info.hblkhd)
+            self._next_tick_read = now + cost / SAMPLER_DUTY if cost > SLOW_READ_S else 0.0
+        self._since_end = used
+        return {"used": used, "reserved": self._rss}
 
     def info(self, sample: DeviceSample | None = None) -> DeviceInfo:
         sample = sample or self.read()
@@ -139,16 +201,32 @@ class CpuDevice(Device):
         return self._hwm_resettable
 
     def begin_cell(self, policy: PeakPolicy) -> CellMark:
+        exact = self._exact is not None and self._exact() and self.source == "mallinfo2"
+        exact = exact and self.counter.begin()  # first: its own allocations are not the cell's
         self._hwm_resettable = self._hwm_resettable and _reset_hwm(self._clear_refs_fd)
-        return CellMark(before=self.in_use(), baseline=self.rss(), peak_counter_fresh=True)
+        end, self._end = self._end, None
+        if end is not None and self._since_end == end["used"] and self.slow:
+            before = end["used"]  # the sampler read it unchanged since: not read again
+            self.reused_begins += 1
+        else:
+            before = self.in_use()
+        return CellMark(before=before, baseline=self.rss(), peak_counter_fresh=True, exact=exact)
 
     def end_cell(self, mark: CellMark, window_max: int | None) -> tuple[DeviceDelta, DeviceSample]:
+        counted = self.counter.end() if mark.exact else None
         sample = self.read()
+        self._end, self._since_end = dict(sample), None  # type: ignore[assignment]
+        after = sample["used"]
+        if counted is not None:
+            rise, net = counted
+            beyond = (after - mark.before) - net  # memory outside torch's storages
+            delta = make_delta(mark.before, after, [rise + max(0, beyond)])
+            delta["peak_source"] = "exact"
+            return delta, sample
         hwm = _vm_hwm(self._status_fd) if self._hwm_resettable else None
         hwm_rise = None if hwm is None else hwm - mark.baseline
-        delta = make_delta(
-            mark.before, sample["used"], [hwm_rise, window_rise(window_max, mark.before)]
-        )
+        delta = make_delta(mark.before, after, [hwm_rise, window_rise(window_max, mark.before)])
+        delta["peak_source"] = "sampled"
         return delta, sample
 
     def close(self) -> None:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 from ..compiled import dynamo_ran, is_compiled
+from ..devices.exact import armed_modes
 from .peak import tracker
 
 KEEP = 32
@@ -257,7 +258,7 @@ class StepWatch:
                 not torch.is_grad_enabled()
                 or torch.compiler.is_compiling()  # traced by torch.compile: not run here
                 or torch._C._current_graph_task_id() != -1  # recomputed inside backward
-                or torch._C._len_torch_dispatch_stack() > 0  # the user's own mode runs
+                or torch._C._len_torch_dispatch_stack() > armed_modes()  # a user's mode
             ):
                 return
             mode = tracker(torch, record=True)

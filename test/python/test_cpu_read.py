@@ -1,0 +1,142 @@
+"""CPU readings that stay cheap on a fragmented heap (issue 19): glibc's mallinfo2 walks every
+free chunk (~20 ms at 100,000 of them, as a trained 10,000-module model leaves), so the
+sampler calls it without the GIL and at most ``SAMPLER_DUTY`` of its time, a cell's starting
+reading is the previous cell's ending one when the sampler read it unchanged since, and a
+breakdown after the cell reuses the cell's ending reading.
+
+Each test runs in a fresh Python process (the fragmented heap would slow every later reading
+of this one), fragmenting its heap with 100,000 freed 600-700 byte blocks between live ones.
+The ground truths are fresh mallinfo2 readings and the byte sizes of the buffers made.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from vramscope.devices import CpuDevice
+
+pytestmark = pytest.mark.skipif(CpuDevice().source != "mallinfo2", reason="needs glibc mallinfo2")
+
+BRIDGE = Path(__file__).resolve().parents[2] / "python_bridge"
+PRELUDE = f"""
+import sys, threading, time
+sys.path.insert(0, {str(BRIDGE)!r})
+from vramscope.devices.cpu import CpuDevice, SAMPLER_DUTY, SLOW_READ_S
+MIB = 1 << 20
+cpu, truth = CpuDevice(), CpuDevice()  # truth: a second reader, fresh readings
+cpu.in_use(), truth.in_use()  # (ctypes allocates at a function's first call)
+cpu.end_cell(cpu.begin_cell("reset"), None)  # (and procio its buffers at the first cell)
+fast_cost = cpu.read_cost_s
+blocks = [bytearray(600 + (i % 7) * 16) for i in range(200_000)]
+del blocks[::2]  # 100,000 free chunks between live ones: nothing to coalesce
+cpu.in_use()
+assert cpu.slow, (fast_cost, cpu.read_cost_s)
+"""
+
+
+def _run(body: str) -> None:
+    code = PRELUDE + textwrap.dedent(body)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+def test_slow_heap_sampler_reads_at_most_its_share_of_time() -> None:
+    _run(
+        """
+        start = time.monotonic()
+        costs, ticks = [], 0
+        while time.monotonic() - start < 1.5:
+            ticks += 1
+            sample = cpu.tick()
+            if sample is not None:
+                costs.append(cpu.tick_cost_s)
+                assert sample["used"] > 0 and sample["reserved"] > 0
+            time.sleep(0.01)
+        elapsed = time.monotonic() - start
+        assert costs and ticks > 5 * len(costs), (ticks, costs)
+        # each read waits cost / SAMPLER_DUTY before the next
+        assert sum(costs[:-1]) <= SAMPLER_DUTY * elapsed, (costs, elapsed)
+        """
+    )
+
+
+def test_slow_heap_sampler_calls_without_the_gil() -> None:
+    """The sampler's call on a slow heap is the CDLL one (ctypes releases the GIL around it:
+    the main thread runs during the walk); a cell's reading holds the GIL (PyDLL)."""
+    _run(
+        """
+        import ctypes
+        flags = ctypes._FUNCFLAG_PYTHONAPI
+        assert cpu._mallinfo2._flags_ & flags and not cpu._mallinfo2_nogil._flags_ & flags
+        calls = []
+        nogil = cpu._mallinfo2_nogil
+        cpu._mallinfo2_nogil = lambda: calls.append(1) or nogil()
+        cpu.tick_cost_s = 0.0  # as at the first tick: not known to be slow yet
+        assert cpu.tick() is not None and not calls
+        assert cpu.tick_cost_s > SLOW_READ_S  # now it is
+        cpu._next_tick_read = 0.0
+        assert cpu.tick() is not None and calls == [1]
+        """
+    )
+
+
+def test_slow_heap_cells_read_once_and_stay_exact() -> None:
+    _run(
+        """
+        mark = cpu.begin_cell("reset")
+        a = bytearray(16 * MIB)
+        delta, end = cpu.end_cell(mark, None)
+        assert abs(delta["delta_bytes"] - len(a)) <= 16 * 1024, delta
+
+        # the breakdown after the cell: the ending reading, not a new walk
+        t = time.perf_counter()
+        again = cpu.current()
+        assert time.perf_counter() - t < cpu.read_cost_s / 4
+        assert again == end and again["used"] == truth.in_use()
+
+        # no sampler reading since: the next cell reads again
+        mark = cpu.begin_cell("reset")
+        assert cpu.reused_begins == 0 and mark.before == truth.in_use()
+        _, end = cpu.end_cell(mark, None)
+
+        # the sampler read it unchanged: the next cell starts from it, equal to a fresh reading
+        cpu._next_tick_read = 0.0
+        assert cpu.tick()["used"] == end["used"]
+        fresh = truth.in_use()
+        mark = cpu.begin_cell("reset")
+        assert cpu.reused_begins == 1 and mark.before == fresh == end["used"], (mark, fresh)
+        b = bytearray(8 * MIB)
+        delta, end = cpu.end_cell(mark, None)
+        assert abs(delta["delta_bytes"] - len(b)) <= 16 * 1024, delta
+
+        # memory that changes between cells, seen by the sampler: read again
+        c = bytearray(4 * MIB)
+        cpu._next_tick_read = 0.0
+        assert cpu.tick() is not None
+        assert cpu.current()["used"] == truth.in_use() != end["used"]
+        mark = cpu.begin_cell("reset")
+        assert cpu.reused_begins == 1 and mark.before == truth.in_use()
+        d = bytearray(2 * MIB)
+        delta, _ = cpu.end_cell(mark, None)
+        assert abs(delta["delta_bytes"] - len(d)) <= 16 * 1024, delta
+        """
+    )
+
+
+def test_fast_heap_reads_every_cell() -> None:
+    cpu = CpuDevice()
+    mark = cpu.begin_cell("reset")
+    cpu.end_cell(mark, None)
+    if cpu.slow:
+        pytest.skip("this test process's heap is already fragmented")
+    mark = cpu.begin_cell("reset")
+    cpu.end_cell(mark, None)
+    assert cpu.reused_begins == 0
+    sample = cpu.tick()
+    assert sample is not None and cpu.tick() is not None  # every tick reads
+    cpu.close()
