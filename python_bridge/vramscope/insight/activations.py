@@ -45,6 +45,7 @@ from typing import Any, Optional
 
 import torch
 
+from .. import trials
 from ..compiled import is_compiled
 from . import checkpoints, saved
 from ._torchutil import StorageKey, device_id, module_tensors, storage_keys
@@ -467,6 +468,8 @@ _current: Any = _none
 
 def _why_unmeasurable() -> Optional[str]:
     """Why a forward starting now cannot be measured without changing it (None: it can)."""
+    if trials.running():
+        return "inside a vramscope.find_batch_size trial"
     if torch._C._functorch.peek_interpreter_stack() is not None:
         return "inside a torch.func transform"
     enabled = getattr(torch._C._autograd, "_saved_tensors_hooks_is_enabled", None)

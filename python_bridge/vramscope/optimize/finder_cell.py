@@ -17,14 +17,8 @@ from .techniques.accumulation import batch_vars
 
 def _budget_text(ctx: Context) -> str:
     if ctx.device.startswith("cuda"):
-        return "None,  # free device memory minus the margin"
-    try:
-        import psutil
-
-        gib = max(1, int(psutil.virtual_memory().available * 0.5) // 2**30)
-    except Exception:
-        gib = 1
-    return f'"{gib}GiB",  # on CPU a budget is required: half the RAM available now'
+        return 'None,  # None: the free device memory; or a size, e.g. "20GiB"'
+    return 'None,  # None: min(2 GiB, 25% of free RAM); or a size, e.g. "8GiB"'
 
 
 def step_body(ctx: Context, names: list[str]) -> str:
@@ -71,7 +65,8 @@ def code(ctx: Context) -> str | None:
     )
     text = (
         "# vramscope: batch-size finder. Runs your training step at growing batch sizes,\n"
-        "# measures each step's peak, and restores the model and optimizer afterwards.\n"
+        "# measures each step's peak (a step past the budget is stopped there), and puts\n"
+        "# the model, optimizer, LR schedulers and random generators back afterwards.\n"
         "import torch\n"
         "\n"
         "import vramscope\n"
@@ -87,6 +82,8 @@ def code(ctx: Context) -> str | None:
         f"    budget={_budget_text(ctx)}\n"
         "    margin=0.1,\n"
         f"    target_batch={ctx.batch_size},\n"
+        "    start=2,  # BatchNorm needs at least 2 samples\n"
+        "    max_seconds=120,  # the whole search; None: no limit\n"
         f"    model={ctx.names.model or ctx.model_name},\n"
         f"    optimizer={ctx.names.optimizer or 'None'},\n"
         ")\n"
