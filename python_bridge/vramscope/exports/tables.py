@@ -63,10 +63,16 @@ def cell_row(r: CellDevice) -> list[Cell]:
         Cell(cell_label(cell)),
         Cell(r.device),
         Cell(fmt_bytes(r.delta, signed=True), "num"),
-        Cell(fmt_bytes(r.peak, signed=True), "num"),
+        Cell(fmt_bytes(r.peak, signed=True) + _peak_source(cell, r.device), "num"),
         Cell(status + (" (out of memory)" if cell.get("oom") else "")),
         Cell(cell.get("code_head") or "", "code"),
     ]
+
+
+def _peak_source(cell: Mapping[str, Any], device: str) -> str:
+    """`` (exact)`` or `` (sampled)``: how a CPU peak was measured, when the record says."""
+    how = ((cell.get("devices") or {}).get(device) or {}).get("peak_source")
+    return f" ({how})" if how in ("exact", "sampled") else ""
 
 
 def overview_tables(report: Mapping[str, Any]) -> list[Table]:
