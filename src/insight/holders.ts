@@ -6,6 +6,7 @@ import { Widget } from '@lumino/widgets';
 
 import { formatBytes } from '../format';
 import type { IHolder } from '../protocol';
+import { appendParts, codeSpans } from '../words';
 
 /**
  * What each holder kind the kernel sends means, in words (python_bridge/vramscope/insight/
@@ -143,7 +144,8 @@ export class HoldersView extends Widget {
       bytes.textContent = formatBytes(h.bytes);
       const why = row.insertCell();
       why.className = 'vramscope-Holders-why';
-      why.textContent = h.explanation;
+      // the kernel's Markdown code spans (`name`) as code, never raw backticks
+      appendParts(why, codeSpans(h.explanation));
       const fix = row.insertCell();
       fix.className = 'vramscope-Holders-fix';
       if (h.fix) {

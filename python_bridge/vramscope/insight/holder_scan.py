@@ -128,7 +128,7 @@ def _scan_one(
             "Out / _ (output cache)",
             "output_cache",
             tally.bytes,
-            f"IPython's output cache keeps {tally.tensors} displayed tensors alive",
+            f"IPython's output cache keeps {_n(tally.tensors, 'displayed tensor')} alive",
             "%reset -f out",
         )
     for local_vars in _traceback_frames(shell, namespace):
@@ -139,7 +139,7 @@ def _scan_one(
         "sys.last_traceback",
         "traceback",
         tally.bytes,
-        f"the last failed cell's traceback keeps {tally.tensors} tensors in its "
+        f"the last failed cell's traceback keeps {_n(tally.tensors, 'tensor')} in its "
         "frames' locals alive",
         FREE_TRACEBACK,
     )
@@ -147,6 +147,11 @@ def _scan_one(
 
 def _sorted(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(found, key=lambda h: -int(h["bytes"]))
+
+
+def _n(count: int, word: str) -> str:
+    """`1 tensor`, `2 tensors`: a count with its word in the right number."""
+    return f"{count} {word}{'' if count == 1 else 's'}"
 
 
 def _mib(n: int) -> str:
@@ -160,14 +165,15 @@ def _describe_variable(name: str, obj: Any, tally: _Tally) -> tuple[str, str, st
         if isinstance(obj, torch.Tensor):
             return (
                 "graph_retention",
-                f"`{name}` keeps its autograd graph alive: {tally.saved} saved tensors, "
+                f"`{name}` keeps its autograd graph alive: {_n(tally.saved, 'saved tensor')}, "
                 f"{_mib(tally.graph_bytes)}",
                 f"call {name}.backward() or `del {name}`; keep {name}.detach() if you need it",
             )
         return (
             "graph_retention",
-            f"{type(obj).__name__} `{name}` holds {tally.graphs} tensors with autograd graphs "
-            f"({tally.saved} saved tensors), e.g. losses.append(loss){capped}",
+            f"{type(obj).__name__} `{name}` holds {_n(tally.graphs, 'tensor')} with autograd "
+            "graphs "
+            f"({_n(tally.saved, 'saved tensor')}), e.g. losses.append(loss){capped}",
             f"store plain numbers: {name}.append(loss.item()) (or loss.detach())",
         )
     if isinstance(obj, torch.Tensor):
@@ -187,13 +193,14 @@ def _describe_variable(name: str, obj: Any, tally: _Tally) -> tuple[str, str, st
     if isinstance(obj, _CONTAINERS):
         return (
             "container",
-            f"{type(obj).__name__} `{name}` with {len(obj)} items holding {tally.tensors} "
-            f"tensors{capped}",
+            f"{type(obj).__name__} `{name}` with {_n(len(obj), 'item')} holding "
+            f"{_n(tally.tensors, 'tensor')}{capped}",
             f"del {name} (or {name}.clear())",
         )
     return (
         "object",
-        f"{type(obj).__name__} `{name}` holds {tally.tensors} tensors in its attributes{capped}",
+        f"{type(obj).__name__} `{name}` holds {_n(tally.tensors, 'tensor')} in its "
+        f"attributes{capped}",
         f"del {name}",
     )
 
