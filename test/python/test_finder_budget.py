@@ -9,14 +9,13 @@ recording every op's new storages until they are freed), pushed around the whole
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 import torch
 
 from advise_cells import Cells
 from advise_helpers import GROUND_TRUTH
+from test_finder_restore import one_thread  # noqa: F401  (autouse: one intra-op thread)
 from vramscope.estimator import ActivationMemo
 from vramscope.optimize.finder import find_batch_size
 
@@ -24,14 +23,6 @@ _GT: dict[str, Any] = {}
 exec(GROUND_TRUTH, _GT)
 
 MACHINE = 24 * 2**30
-
-
-@pytest.fixture(autouse=True)
-def one_thread() -> Iterator[None]:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 class Deep(torch.nn.Module):
