@@ -124,6 +124,7 @@ REQUIREMENTS=(
   jupyter_builder
   transformers # Optimize tests: a small-config GPT-2, random weights
   peft         # Optimize tests: the LoRA cell (optional: its test is skipped without it)
+  lightning    # Optimize tests: Lightning's Trainer cells (optional: its test is skipped without it)
 )
 
 # hash_of <label> <paths...>: one hash over the label and the contents of every file below paths.

@@ -179,6 +179,7 @@ class Advisor:
         from .context import build_context
         from .techniques import accumulation, attention, autocast, checkpointing, lora, simple
         from .techniques import optimizer as lighter_optimizer
+        from .techniques.frameworks import adapt as in_framework_terms
 
         if model is not None and not resolves_to_module(model, self._ns(), torch):
             return empty_advice(
@@ -213,6 +214,7 @@ class Advisor:
         suggestions += _safe(attention.suggest, ctx)
         suggestions += _safe(lambda c: simple.inference_mode(c, runs), ctx)
         suggestions += _safe(simple.free_holders, ctx)
+        suggestions = in_framework_terms(ctx, suggestions)  # a Trainer's own settings
         evals = simple.eval_cells(ctx, runs)
         ranked = [s for s in rank(suggestions) if worth_offering(s, ctx.step)]
         self.log.activate(training_run if training_run and training_run.record else None, ranked)

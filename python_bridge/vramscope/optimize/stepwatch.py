@@ -296,7 +296,42 @@ class StepWatch:
             if isinstance(t, torch.Tensor) and t.layout == torch.strided:
                 self._open[1].outputs.add(t.untyped_storage().data_ptr())
 
-    def _pre_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+    def _pre_step(self, optimizer: Any, args: Any, kwargs: Any) -> Any:
+        # optimizer.step(closure): the forward and backward (the last micro-batch's, under
+        # accumulation) run inside the step (Lightning's automatic optimization, LBFGS):
+        # the step ends as the closure returns
+        wrapped = self._closure_step(optimizer, args, kwargs)
+        if wrapped is None:
+            self._end_step(optimizer)
+        return wrapped
+
+    def _closure_step(self, optimizer: Any, args: Any, kwargs: Any) -> Any:
+        """The step's (args, kwargs) with its closure wrapped so that the measured step ends
+        when the closure returns (before the update, as a step without a closure does);
+        None (unchanged) when there is no closure or no step to measure in this cell."""
+        try:
+            closure = kwargs.get("closure") if kwargs else None
+            in_args = closure is None and bool(args) and callable(args[0])
+            closure = args[0] if in_args else closure
+            cell = self._cell_key()
+            if not callable(closure) or self._model is None:
+                return None
+            if self._open is None and (cell is None or cell == self._done):
+                return None  # no step open, and none can open in this cell
+
+            def measured_closure(*a: Any, **kw: Any) -> Any:
+                result = closure(*a, **kw)  # the user's code: its errors are theirs
+                self._end_step(optimizer)
+                return result
+
+            if in_args:
+                return (measured_closure, *args[1:]), kwargs
+            return args, {**kwargs, "closure": measured_closure}
+        except Exception:
+            return None
+
+    def _end_step(self, optimizer: Any) -> None:
+        """The open step ends: its figures, when ``optimizer`` updates the model."""
         if self._open is None:
             return
         try:
