@@ -106,8 +106,8 @@ def export(
 
 def estimate(
     model_or_param_count: Any,
-    optimizer: str = "adamw",
-    precision: str = "bf16-mixed",
+    optimizer: str | None = None,
+    precision: str | None = None,
     batch_size: int | None = None,
     seq_len: int | None = None,
     zero_stage: int | str = 0,
@@ -118,8 +118,12 @@ def estimate(
     activations and total, in bytes (a ``vramscope.estimator.Estimate``).
 
     ``model_or_param_count``: an ``nn.Module`` or a count (``7_000_000_000``, ``"7B"``).
-    Activations are scaled from what the model saved for backward in its last measured
-    forward (``activation_source == "measured"``), else left out (``"none"``).
+    ``optimizer`` / ``precision`` left out: for a model, what its setup measures as (its
+    parameters' dtype and the dtype its activations were measured at: ``"32-true"`` for an
+    fp32 model run without autocast; the optimizer over it in the namespace), else
+    ``"adamw"`` / ``"bf16-mixed"``. Activations are scaled from what the model saved for
+    backward in its last measured forward (``activation_source == "measured"``), else left
+    out (``"none"``).
     Raises ValueError for an unknown precision, optimizer, stage or offload.
     """
     from .estimator.entry import estimate_for
@@ -129,6 +133,7 @@ def estimate(
         model_or_param_count,
         runtime.user_ns(),
         runtime.activation_memo,
+        defaults_from_setup=True,
         optimizer=optimizer,
         precision=precision,
         batch_size=batch_size,
@@ -177,11 +182,15 @@ def find_batch_size(
 ) -> dict[str, Any]:
     """The largest batch size whose training step fits ``budget`` (bytes or e.g. ``"6GiB"``).
 
-    ``step_fn(batch_size)`` runs one full training step. On CUDA the budget defaults to the
-    free device memory; elsewhere it is required. ``margin`` is kept free (10%). Returns
-    ``batch_size``, ``peaks`` (measured peak bytes per size tried), ``tried`` and the
-    ``accumulation_steps`` that reach ``target_batch``. The model and optimizer the step uses
-    (or ``model=``/``optimizer=``) are restored after every trial. Progress goes to the panel.
+    ``step_fn(batch_size)`` runs one full training step. The budget defaults to the free
+    device memory on CUDA, elsewhere to min(2 GiB, 25% of the RAM available), where a trial
+    is stopped the moment its tensors pass it. ``margin`` is kept free (10%); sizes start at
+    ``start=2``; the search stops after ``max_seconds=120`` (None: no limit). Returns
+    ``batch_size``, ``peaks`` (measured peak bytes per size tried), ``tried``, the
+    ``accumulation_steps`` that reach ``target_batch``, and ``restored`` / ``not_restored``:
+    the models, optimizers, LR schedulers and random generators the step reaches (through
+    its names and their attributes, or ``model=``/``optimizer=``/``scheduler=``) are put
+    back after every trial. Progress goes to the panel. See docs/finder.md.
     """
     from .optimize.finder import find_batch_size as find
 

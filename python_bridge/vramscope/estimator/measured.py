@@ -4,9 +4,11 @@ Model insight (``vramscope.insight``) counts the tensors autograd saves for back
 module, with their peak in each cell. After every cell the runtime hands the cell's Insight to
 :meth:`ActivationMemo.observe`; the newest cell in which a model's forward saved anything is
 kept for that model: the sum of its layers' peak saved bytes and the batch size, read as the
-first dimension of the model's output (batch-first models), plus the second dimension as the
-sequence length when the output has three or more dimensions, and the peak's split by the
-saved tensors' dtype (``peak_saved_by_dtype``: what the activations were measured at).
+first dimension of the model's output (batch-first models; for an output that is not a
+tensor, such as a Hugging Face ``ModelOutput``, a dict or a tuple, the first tensor with a
+dimension in it: the logits, not a scalar loss), plus the second dimension as the sequence
+length when that tensor has three or more dimensions, and the peak's split by the saved
+tensors' dtype (``peak_saved_by_dtype``: what the activations were measured at).
 
 Only numbers and names are kept, never a tensor or a module.
 """

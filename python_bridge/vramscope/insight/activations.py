@@ -44,6 +44,7 @@ import weakref
 from typing import Any, Optional
 
 import torch
+from torch.utils._pytree import tree_leaves
 
 from .. import trials
 from ..compiled import is_compiled
@@ -57,8 +58,14 @@ from .signature import Signature, reason_to_measure, signature
 def _first_tensor_shape(output: Any) -> Optional[list[int]]:
     if isinstance(output, torch.Tensor):
         return [int(s) for s in output.shape]
-    if isinstance(output, (tuple, list)) and output and isinstance(output[0], torch.Tensor):
-        return [int(s) for s in output[0].shape]
+    first = output[0] if isinstance(output, (tuple, list)) and output else None
+    if isinstance(first, torch.Tensor) and first.dim() > 0:
+        return [int(s) for s in first.shape]
+    # a ModelOutput, a dict, nested containers: the first tensor with a dimension (a
+    # scalar loss first in a Hugging Face output has no batch)
+    for leaf in tree_leaves(output):
+        if isinstance(leaf, torch.Tensor) and leaf.dim() > 0:
+            return [int(s) for s in leaf.shape]
     return None
 
 
