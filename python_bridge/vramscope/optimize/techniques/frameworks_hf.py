@@ -102,10 +102,12 @@ def _precision(run: Run, args: Any, card: Suggestion | None, where: str) -> Sugg
         "forward and the loss (the accelerator's, set up again here).",
         enable_lines=reprepare(run.trainer),
         undo_lines=[
-            "# the autocast wrapper train() put on the model's forward comes off",
-            f"{run.trainer}.accelerator.unwrap_model({model}, keep_fp32_wrapper=False)",
-            f'if getattr(vars({model}).get("forward"), "__func__", 0) is type({model}).forward:',
-            f"    del {model}.forward  # the class's own forward, as before",
+            "# the forward train() wrapped in autocast goes back",
+            f'_forward = vars({model}).pop("_original_forward", None)',
+            f'if getattr(_forward, "__func__", 0) is type({model}).forward:',
+            f'    vars({model}).pop("forward", None)  # the class\'s own forward',
+            "elif _forward is not None:",
+            f"    {model}.forward = _forward",
             *reprepare(run.trainer),
         ],
     )
