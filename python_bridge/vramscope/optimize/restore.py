@@ -14,8 +14,9 @@ A ``Snapshot`` keeps, for the models, optimizers and LR schedulers the step reac
   initialised), MPS's, Python's ``random`` and numpy's global one (when numpy is imported).
 
 Copies are kept on the CPU, so a CUDA model costs no device memory. ``restore`` puts the
-same tensor objects back and copies data into them in place (only where it changed, so an
-unchanged tensor keeps its version counter), so every reference the user holds stays valid.
+same tensor objects back and copies data into them in place (on the CPU only where it
+changed, so an unchanged tensor keeps its version counter), so every reference the user
+holds stays valid.
 
 Objects found only while a trial ran (the finder's hooks call ``add_model`` before a module's
 forward and ``add_optimizer`` before an optimizer's step) are kept from that moment; what
@@ -60,8 +61,9 @@ class Snapshot:
     def add_model(self, name: str, model: Any, grads_known: bool = True) -> None:
         if not grads_known and any(p.requires_grad for p in model.parameters()):
             self.not_restored.append(
-                f"the gradients of {name} ({type(model).__name__}): found at its forward, so kept as they were then "
-                "(a zero_grad() before it is not undone); pass model= to find_batch_size"
+                f"the gradients of {name} ({type(model).__name__}): found at its forward, "
+                "so kept as they were then (a zero_grad() before it is not undone); pass "
+                "model= to find_batch_size"
             )
         for module in model.modules():
             if id(module) in self._modules:
@@ -217,8 +219,9 @@ def _load(scheduler: Any, state: dict[str, Any]) -> None:
 
 
 def _put(torch: Any, t: Any, data: Any) -> None:
-    """``t``'s data back to ``data`` in place (skipped when equal: its version is kept)."""
+    """``t``'s data back to ``data`` in place. On the CPU skipped when equal (its version
+    counter is kept); on a device copied (comparing would read it back to the CPU)."""
     if t.shape != data.shape or t.dtype != data.dtype:
         t.data = data.to(t.device, copy=True)
-    elif not torch.equal(t.detach().cpu() if t.device.type != "cpu" else t.detach(), data):
+    elif t.device.type != "cpu" or not torch.equal(t.detach(), data):
         t.copy_(data)
