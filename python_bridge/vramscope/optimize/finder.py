@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import re
+import threading
 import time
 import traceback
 import uuid
@@ -119,6 +120,7 @@ class BatchFinder:
         self._hooks: list[Any] = []
         self._in_trial = False
         self._oom = False
+        self._thread = threading.get_ident()
 
     def _report(self, state: str, best: int | None, message: str | None) -> BatchSearch:
         search: BatchSearch = {
@@ -168,6 +170,7 @@ class BatchFinder:
         from torch.optim.optimizer import register_optimizer_step_pre_hook
 
         self._in_trial = True
+        self._thread = threading.get_ident()
         trials.begin()
         self._hooks = [
             module_hooks.register_module_forward_pre_hook(self._on_forward),
@@ -227,8 +230,8 @@ class BatchFinder:
 
     def _on_forward(self, module: Any, _args: Any) -> None:
         """A module that ran and that no name reached: kept from now (before its forward)."""
-        if self.snapshot.knows_module(module):
-            return
+        if self.snapshot.knows_module(module) or threading.get_ident() != self._thread:
+            return  # known, or run by another thread (not the step's)
         if next(iter(module.parameters()), None) is None and not list(module.buffers()):
             return  # nothing to put back (a loss or activation module made in the step)
         with self._paused():
@@ -236,7 +239,7 @@ class BatchFinder:
             self.snapshot.add_model(name, module, grads_known=False)
 
     def _on_step(self, optimizer: Any, _args: Any, _kwargs: Any) -> None:
-        if self.snapshot.knows_optimizer(optimizer):
+        if self.snapshot.knows_optimizer(optimizer) or threading.get_ident() != self._thread:
             return
         with self._paused():
             name = "an optimizer found as it stepped"
