@@ -6,9 +6,12 @@ The notebook and the independent counter are test_exact_peak_cli.py's: a re-run
 ``--cpu-peak sampled`` for contrast, and the independent counter (glibc's in-use bytes after
 every op, in a plain Python process) ``--counters`` times. Prints per cell the min, max and
 spread of the peaks, the counter's range, and the baseline alarms ``--tolerance 5%`` would
-raise between any two runs of a kind. ``--record`` writes them to bench/RESULTS.md.
+raise between any two runs of a kind. ``--overhead N`` also times, in this process, N rounds
+of that notebook's training step with the counter armed against none, next to an A/A control
+(none against none), interleaved. ``--record`` writes them to bench/RESULTS.md.
 
-    python bench/exact_peak_runs.py [--runs 20] [--sampled 5] [--counters 3] [--record]
+    python bench/exact_peak_runs.py [--runs 20] [--sampled 5] [--counters 3] [--overhead 0]
+                                    [--record]
 """
 
 from __future__ import annotations
@@ -55,11 +58,41 @@ def alarms(reports: list[dict[str, Any]]) -> int:
     )
 
 
+def overhead(rounds: int, cells: list[str]) -> str:
+    """Median seconds of one training step with the counter armed / without, and A/A."""
+    import statistics
+    import time
+
+    from vramscope.devices import CpuDevice
+
+    ns: dict[str, Any] = {}
+    for code in cells[:4]:  # torch, the tensors, the model and its step function
+        exec(code, ns)
+    ns["step"]()  # Adam's state
+    cpu = CpuDevice(exact=lambda: True)
+    times: dict[str, list[float]] = {"plain": [], "exact": [], "plain2": []}
+    for r in range(rounds):
+        for arm in ("plain", "exact", "plain2") if r % 2 else ("plain2", "exact", "plain"):
+            mark = cpu.begin_cell("reset") if arm == "exact" else None
+            start = time.perf_counter()
+            ns["step"]()
+            times[arm].append(time.perf_counter() - start)
+            if mark is not None:
+                cpu.end_cell(mark, None)
+    med = {arm: statistics.median(v) for arm, v in times.items()}
+    return (
+        f"a training step of that notebook in process ({rounds} rounds, interleaved): "
+        f"{med['plain'] * 1e3:.2f} ms without the counter, {med['exact'] * 1e3:.2f} ms with it "
+        f"(x{med['exact'] / med['plain']:.3f}); A/A x{med['plain2'] / med['plain']:.3f}"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--sampled", type=int, default=5)
     parser.add_argument("--counters", type=int, default=3)
+    parser.add_argument("--overhead", type=int, default=0, help="rounds of the step timing")
     parser.add_argument("--record", action="store_true", help="write to bench/RESULTS.md")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT / "test" / "python"))
@@ -121,6 +154,8 @@ def main() -> None:
         lines.append(
             f"{how}: baseline alarms at --tolerance 5% between any two runs: {alarms(reports)}"
         )
+    if args.overhead:
+        lines.append(overhead(args.overhead, CELLS))
     print("\n".join(lines))
     if args.record:
         record("exact_peak_runs", lines)
