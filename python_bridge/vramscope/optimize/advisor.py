@@ -179,7 +179,7 @@ class Advisor:
         from .context import build_context
         from .techniques import accumulation, attention, autocast, checkpointing, lora, simple
         from .techniques import optimizer as lighter_optimizer
-        from .techniques.frameworks import adapt as in_framework_terms
+        from .techniques.framework_advice import adapt as in_framework_terms
 
         if model is not None and not resolves_to_module(model, self._ns(), torch):
             return empty_advice(

@@ -24,6 +24,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
+from .. import trials
 from ..compiled import dynamo_ran, is_compiled
 from ..devices.exact import armed_modes
 from .peak import tracker
@@ -246,8 +247,8 @@ class StepWatch:
                 self._forwards += 1  # one more micro-batch of the open step
                 return
             cell = self._cell_key()
-            if cell is None or cell == self._done:
-                return
+            if cell is None or cell == self._done or trials.running():
+                return  # no cell, its step measured, or a batch-size finder's trial
             torch = sys.modules["torch"]
             if dynamo_ran():
                 # compiled code in the step would run differently under the step's dispatch

@@ -28,7 +28,7 @@ LOOP_TECHNIQUES = ("autocast", "accumulation")
 #: the model's own switch (kept under Lightning, where the module is the user's; the HF
 #: Trainer has its own argument for it)
 HF_MODEL_SWITCH = "checkpoint:hf"
-_LOOP_NOTES = ("gradient accumulation: not offered, the batch size of training cell",)
+LOOP_NOTES = ("gradient accumulation: not offered, the batch size of training cell",)
 
 
 @dataclass(frozen=True)
@@ -38,29 +38,6 @@ class Run:
     framework: str  # "transformers" | "lightning"
     trainer: str  # the trainer's expression, canonical (names, attributes, constant keys)
     built: CellSource | None  # the newest recorded cell that assigned it
-
-
-def adapt(ctx: Context, suggestions: list[Suggestion]) -> list[Suggestion]:
-    """``suggestions`` for a framework's training cell: the loop rewrites replaced by the
-    framework's own settings; unchanged for any other cell. Never raises."""
-    try:
-        run = framework_run(ctx)
-        if run is None:
-            return suggestions
-        kept, manual = split(suggestions, run.framework)
-        ctx.notes[:] = [n for n in ctx.notes if not n.startswith(_LOOP_NOTES)]
-        if run.framework == "transformers":
-            from . import frameworks_hf
-
-            return kept + frameworks_hf.suggest(ctx, run, manual)
-        if run.framework == "lightning":
-            from . import frameworks_lightning
-
-            return kept + frameworks_lightning.suggest(ctx, run, manual)
-        return kept
-    except Exception as exc:  # the manual cards stay: advice must not fail with this part
-        ctx.notes.append(f"frameworks: failed ({type(exc).__name__}: {exc})")
-        return suggestions
 
 
 def split(
@@ -173,7 +150,7 @@ def accumulation_card(ctx: Context, batch: int) -> Suggestion | None:
     prediction and reasons; its cell, a loop template, is not used)."""
     notes: list[str] = []
     found = accumulation.suggest(replace(ctx, batch_size=batch, notes=notes))
-    ctx.notes.extend(n for n in notes if not n.startswith(_LOOP_NOTES))
+    ctx.notes.extend(n for n in notes if not n.startswith(LOOP_NOTES))
     return found[0] if found else None
 
 
