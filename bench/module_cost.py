@@ -14,9 +14,8 @@ behind). Printed per model and cell: added ms per cell, median and p90, bridge a
 first plain kernel, next to the A/A control (the second plain kernel against the first, both
 arms the same), and the bridge's own after-cell insight time (``scan_ms`` of its insight
 messages), and the bridge's CPU readings (what one glibc mallinfo2 call cost on a cell's
-path and on the sampler's, and how many cells started from the previous cell's ending
-reading). ``--record`` writes them to bench/RESULTS.md (section ``--title``). No asserts:
-numbers on a shared machine are noisy.
+path and on the sampler's). ``--record`` writes them to bench/RESULTS.md (section
+``--title``). No asserts: numbers on a shared machine are noisy.
 
     python bench/module_cost.py [--rounds 8] [--cells 20] [--forward-cells 5]
                                 [--models m1k,m10k,lora] [--record] [--title module_cost]
@@ -91,8 +90,7 @@ FORWARD = {
 COUNT = "sum(1 for _ in model.modules())"
 CPU_READS = (
     "(lambda c: f'mallinfo2 {c.read_cost_s * 1e3:.2f} ms a call on the cells path, '"
-    "f'{c.tick_cost_s * 1e3:.2f} ms on the samplers (GIL released: {c.tick_cost_s > 3e-4}), '"
-    "f'{c.reused_begins} cells started from the previous ending reading')"
+    "f'{c.tick_cost_s * 1e3:.2f} ms on the samplers (GIL released: {c.tick_cost_s > 3e-4})')"
     "(__import__('vramscope.runtime', fromlist=['x']).get_runtime().cpu)"
 )
 ARMS = ("bridge", "plain", "plain2")

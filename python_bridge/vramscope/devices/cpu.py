@@ -17,10 +17,11 @@ Method (see docs/report-schema.md):
 A mallinfo2 call walks every free heap chunk: ~1 us on a fresh heap, ~10-25 ms after a
 10,000-module model was built and trained (80,000 free chunks). Its cost is timed at every
 call. When slow (over ``SLOW_READ_S``): the sampler calls it without the GIL and at most once
-per ``cost / SAMPLER_DUTY`` seconds (no CPU sample in between); a cell's starting reading is
-the previous cell's ending one when the sampler's newest reading since equals it (an idle
-kernel between cells typed by hand; back-to-back cells read again). The breakdown after a
+per ``cost / SAMPLER_DUTY`` seconds (no CPU sample in between), and the breakdown after a
 cell reuses the cell's ending reading while no sampler reading since differed (``current``).
+A cell's starting reading is always taken: the kernel's own work between two cells (the
+cell's record, the reply, the bridge's messages) changes in-use memory by a few KiB, so the
+previous ending reading is not the next cell's start.
 """
 
 from __future__ import annotations
@@ -121,7 +122,6 @@ class CpuDevice(Device):
         self._next_tick_read = 0.0
         self._end: DeviceSample | None = None  # the last cell's ending reading ...
         self._since_end: int | None = None  # ... and the sampler's newest ``used`` since
-        self.reused_begins = 0  # cells whose starting reading was the previous ending one
 
     def rss(self) -> int:
         if self._statm_fd is None:
@@ -204,12 +204,8 @@ class CpuDevice(Device):
         exact = self._exact is not None and self._exact() and self.source == "mallinfo2"
         exact = exact and self.counter.begin()  # first: its own allocations are not the cell's
         self._hwm_resettable = self._hwm_resettable and _reset_hwm(self._clear_refs_fd)
-        end, self._end = self._end, None
-        if end is not None and self._since_end == end["used"] and self.slow:
-            before = end["used"]  # the sampler read it unchanged since: not read again
-            self.reused_begins += 1
-        else:
-            before = self.in_use()
+        self._end = None
+        before = self.in_use()
         return CellMark(before=before, baseline=self.rss(), peak_counter_fresh=True, exact=exact)
 
     def end_cell(self, mark: CellMark, window_max: int | None) -> tuple[DeviceDelta, DeviceSample]:
