@@ -192,6 +192,24 @@ PROBES: tuple[Probe, ...] = (
         model="p4_net",
     ),
     Probe(
+        "closure_optimizer_lbfgs",
+        (
+            "pl_net = tp_mlp(); pl_x, pl_y = tp_data()\n"
+            "pl_opt = torch.optim.LBFGS(pl_net.parameters(), lr=0.5, max_iter=4)\n"
+            "def pl_closure():\n"
+            "    pl_opt.zero_grad()\n"
+            "    loss = F.mse_loss(pl_net(pl_x), pl_y)\n"
+            "    loss.backward()\n"
+            "    return loss\n"
+            "print(round(float(pl_opt.step(pl_closure)), 6), tp_hash(pl_net))",
+            # armed: the step watch wraps the closure (the forward runs inside step())
+            "for _ in range(2):\n"
+            "    print(round(float(pl_opt.step(pl_closure)), 6))\n"
+            "print(tp_hash(pl_net), pl_opt.state[pl_opt._params[0]]['func_evals'])",
+        ),
+        model="pl_net",
+    ),
+    Probe(
         "adam_training_steps",
         (
             "p5_net = tp_mlp(); p5_opt = torch.optim.Adam(p5_net.parameters(), lr=1e-2)\n"
