@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal, NotRequired, TypedDict, Union, get_args
+from typing import Any, Literal, TypedDict, Union, get_args
 
 from .messages.optimize import AdviceMessage, BatchSearchMessage  # since 1.1
 from .protocol_errors import MAX_ECHO_CHARS as MAX_ECHO_CHARS
@@ -67,14 +67,17 @@ class DeviceInfo(TypedDict):
     source: str
 
 
-class DeviceDelta(TypedDict):
+class _DeviceDeltaFields(TypedDict):
     before_bytes: int
     after_bytes: int
     delta_bytes: int
     peak_delta_bytes: int
+
+
+class DeviceDelta(_DeviceDeltaFields, total=False):
     #: since 1.1, optional: how the peak was measured (CPU): "exact" (an op-by-op count
     #: armed for the whole cell) or "sampled" (VmHWM, the sampler's readings, the delta)
-    peak_source: NotRequired[Literal["exact", "sampled"]]
+    peak_source: Literal["exact", "sampled"]
 
 
 class _CellRecordRequired(TypedDict):
@@ -121,15 +124,18 @@ class Sample(TypedDict):
     d: dict[str, DeviceSample]
 
 
-class Settings(TypedDict):
+class _SettingsFields(TypedDict):
     sample_hz: float
     cuda_peak_policy: Literal["reset", "preserve"]
     insight: bool
     insight_budget_ms: float
     history_limit: int
+
+
+class Settings(_SettingsFields, total=False):
     #: since 1.1, optional: "exact" arms an op-by-op count of torch's CPU storages for every
     #: cell (devices/exact.py; ``vramscope profile`` turns it on), "sampled" (default) does not
-    cpu_peak: NotRequired[Literal["sampled", "exact"]]
+    cpu_peak: Literal["sampled", "exact"]
 
 
 class KernelInfo(TypedDict):
