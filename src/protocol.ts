@@ -33,6 +33,8 @@ export interface IDeviceDelta {
   after_bytes: number;
   delta_bytes: number;
   peak_delta_bytes: number;
+  /** Since 1.1, CPU only: the peak was counted op by op ('exact') or sampled. */
+  peak_source?: 'exact' | 'sampled';
 }
 
 export interface ICellRecord {

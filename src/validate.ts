@@ -147,12 +147,16 @@ namespace Private {
     source: str
   });
 
-  const deviceDelta = object({
-    before_bytes: bytes,
-    after_bytes: bytes,
-    delta_bytes: int,
-    peak_delta_bytes: bytes
-  });
+  const deviceDelta = object(
+    {
+      before_bytes: bytes,
+      after_bytes: bytes,
+      delta_bytes: int,
+      peak_delta_bytes: bytes,
+      peak_source: literal('exact', 'sampled')
+    },
+    ['peak_source'] // since 1.1, CPU only
+  );
 
   export const cellRecordFields: { [key: string]: Check } = {
     cell_id: nullable(str),

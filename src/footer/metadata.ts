@@ -22,7 +22,9 @@ export function metadataFromRecord(record: ICellRecord): ICellMemoryMetadata {
       before_bytes: d.before_bytes,
       after_bytes: d.after_bytes,
       delta_bytes: d.delta_bytes,
-      peak_delta_bytes: d.peak_delta_bytes
+      peak_delta_bytes: d.peak_delta_bytes,
+      // CPU: counted op by op or sampled (one of two words: bounded)
+      ...(d.peak_source ? { peak_source: d.peak_source } : {})
     };
   }
   return {

@@ -137,9 +137,14 @@ export function footerTooltip(m: ICellMemoryMetadata, units: Units): string {
   for (const id of devicesBySignificance(m.devices)) {
     const d = m.devices[id];
     lines.push(
-      `${id}: ${formatDelta(d.delta_bytes, units)} (peak ${formatDelta(d.peak_delta_bytes, units)}; ` +
+      `${id}: ${formatDelta(d.delta_bytes, units)} (${peakLabel(d)} ${formatDelta(d.peak_delta_bytes, units)}; ` +
         `${formatBytes(d.before_bytes, { units })} → ${formatBytes(d.after_bytes, { units })})`
     );
   }
   return lines.join('\n');
+}
+
+/** "peak", or "exact peak" / "sampled peak" where the kernel says how it was found (CPU). */
+export function peakLabel(d: IDeviceDelta): string {
+  return d.peak_source ? `${d.peak_source} peak` : 'peak';
 }

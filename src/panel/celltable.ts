@@ -2,6 +2,7 @@ import { deleteIcon, ToolbarButton } from '@jupyterlab/ui-components';
 import { ISignal } from '@lumino/signaling';
 
 import { formatDelta, formatDuration } from '../format';
+import { peakLabel } from '../footer/text';
 import {
   devicesBySignificance,
   sizeMagnitude,
@@ -253,7 +254,9 @@ export class CellTableView extends SessionView {
       h(
         'td',
         `vramscope-CellTable-peak vramscope-mod-${mag(shown?.delta.peak_delta_bytes)}`,
-        shown ? formatDelta(shown.delta.peak_delta_bytes, units) : '–'
+        shown ? formatDelta(shown.delta.peak_delta_bytes, units) : '–',
+        // CPU: counted op by op ("exact peak") or sampled
+        { title: shown ? peakLabel(shown.delta) : '' }
       )
     );
     tr.appendChild(

@@ -1,8 +1,10 @@
 import {
   footerContent,
+  footerTooltip,
   magnitude,
   devicesBySignificance
 } from '../../src/footer/text';
+import { cellRecordCheck } from '../../src/validate';
 import { metadataFromRecord, readMetadata } from '../../src/footer/metadata';
 import { CellFooter } from '../../src/footer/widget';
 import {
@@ -23,6 +25,36 @@ function meta(overrides = {}) {
 }
 
 describe('footer text', () => {
+  it('says whether a CPU peak was counted exactly or sampled', () => {
+    const cpu = (source?: 'exact' | 'sampled') => ({
+      before_bytes: 0,
+      after_bytes: 16 * MIB,
+      delta_bytes: 16 * MIB,
+      peak_delta_bytes: 16 * MIB,
+      ...(source ? { peak_source: source } : {})
+    });
+    const exact = footerTooltip(
+      meta({ devices: { cpu: cpu('exact') } }),
+      'binary'
+    );
+    expect(exact).toContain('cpu: +16.0 MiB (exact peak +16.0 MiB;');
+    const sampled = footerTooltip(
+      meta({ devices: { cpu: cpu('sampled') } }),
+      'binary'
+    );
+    expect(sampled).toContain('(sampled peak +16.0 MiB;');
+    expect(
+      footerTooltip(meta({ devices: { cpu: cpu() } }), 'binary')
+    ).toContain('(peak +16.0 MiB;');
+    // the record is valid with it, and not with any other value
+    const check = cellRecordCheck();
+    expect(check(record({ devices: { cpu: cpu('exact') } }), '$')).toBeNull();
+    const bad = { ...cpu(), peak_source: 'guessed' };
+    expect(check(record({ devices: { cpu: bad as never } }), '$')).toContain(
+      'peak_source'
+    );
+  });
+
   it('shows delta, peak and device', () => {
     const c = footerContent(meta(), opts);
     expect(c.text).toBe('+64.0 MiB · peak +128.0 MiB · cpu');
