@@ -49,7 +49,7 @@ def test_export_report_request(kernel: Any) -> None:
     )
     assert reply["type"] == "reply", reply
     result = reply["result"]
-    assert result["filename"] == "Train_run.vramscope.html"
+    assert result["filename"] == "Train run.vramscope.html"  # the stem kept, spaces too
     assert result["mime"] == "text/html" and result["format"] == "html"
     assert result["content"].startswith("<!DOCTYPE html>")
     assert "vramscope report: Train run.ipynb" in result["content"]
