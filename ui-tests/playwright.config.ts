@@ -67,9 +67,10 @@ export default defineConfig({
   timeout: 180_000,
   expect: { timeout: 30_000 },
   retries: 0,
-  // Two workers (spec files shared out, each file's tests in order): the tests spend most of
-  // their time waiting on a kernel or the page. VRAMSCOPE_UI_WORKERS=1 runs them one by one.
-  workers: Number(process.env.VRAMSCOPE_UI_WORKERS || 2),
+  // One worker: galata's per-test clean-up shuts down the kernels and sessions it did not
+  // start, so two workers on one server end each other's kernels ("No such kernel", a
+  // restart never back to Idle). VRAMSCOPE_UI_WORKERS=2 only with one server per worker.
+  workers: Number(process.env.VRAMSCOPE_UI_WORKERS || 1),
   fullyParallel: false,
   forbidOnly: !!process.env.CI,
   use: {

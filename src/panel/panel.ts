@@ -179,9 +179,31 @@ export class MemoryPanel extends SidePanel implements IMemoryPanel {
     }
     const expanded = !section.isHidden;
     section.toggleClass('vramscope-mod-collapsed', !expanded);
+    if (expanded) {
+      this._giveRoom(index);
+    }
     if (!this._applying) {
       this._panes.set(section.title.label, expanded);
     }
+  }
+
+  /**
+   * A pane that started collapsed has no size to go back to: Lumino's accordion expands it
+   * to its cached size, 0, an open header with nothing under it. Give it an equal share of
+   * the room, the other open panes' shares scaled to make it.
+   */
+  private _giveRoom(index: number): void {
+    const sizes = this.accordion.relativeSizes();
+    const open = Math.max(this.widgets.filter(w => !w.isHidden).length, 1);
+    const share = 1 / open;
+    if (sizes[index] === undefined || sizes[index] >= share / 4) {
+      return; // it has room of its own already
+    }
+    const rest = sizes.reduce((sum, v, i) => (i === index ? sum : sum + v), 0);
+    const scale = rest > 0 ? (1 - share) / rest : 0;
+    this.accordion.setRelativeSizes(
+      sizes.map((v, i) => (i === index ? share : v * scale))
+    );
   }
 
   private _onActiveChanged(

@@ -143,7 +143,10 @@ test.describe('model insight (issue 4)', () => {
       await page.screenshot({ path: screenshotPath('timeline.png') });
       await expect(prompt).toHaveText(/^\[\d+\]:$/, { timeout: 120_000 });
     }
-    await toggle(['Timeline', 'Cells', 'Model insight']);
+    // model insight gets the room: the timeline and the cells closed
+    await expandSection(panel, 'Timeline', false);
+    await expandSection(panel, 'Cells', false);
+    await expandSection(panel, 'Model insight');
     await runCode(
       page,
       n + 1,
