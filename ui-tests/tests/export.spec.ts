@@ -178,7 +178,10 @@ test.describe('reports (issue 11)', () => {
     });
     await expect(tab).toHaveTitle('vramscope report: export.ipynb');
     await expectPlots(tab, ['timeline', 'cells', 'layers', 'breakdown']);
-    await expect(tab.locator('table').first()).toContainText('cpu');
+    // the summary's parts table opens the report; a per-cell table names the device
+    await expect(
+      tab.locator('table', { hasText: 'cpu' }).first()
+    ).toBeVisible();
     await expect(
       page.locator('.jp-toast-message', { hasText: 'vramscope report saved' })
     ).toBeVisible();
