@@ -157,7 +157,11 @@ export class HoldersView extends Widget {
         copy.textContent = 'Copy';
         copy.title = 'Copy the fix to the clipboard';
         copy.dataset.fix = h.fix;
-        fix.append(code, copy);
+        // one flex box (a table cell cannot be one): the code takes the room, the button its own
+        const box = document.createElement('div');
+        box.className = 'vramscope-Holders-fixBox';
+        box.append(code, copy);
+        fix.append(box);
       }
     }
     this._table.hidden = !this._holders.length;

@@ -35,7 +35,8 @@ export class TimelinePlot implements EventListenerObject {
     this.stage = document.createElement('div');
     this.stage.className = 'vramscope-Timeline-stage';
     this.stage.append(this._plot, this._layer.canvas, this._tooltip.node);
-    this.stage.addEventListener('mousemove', this);
+    // capture: plotly's drag layer handles the pointer itself and may stop it bubbling
+    this.stage.addEventListener('mousemove', this, true);
     this.stage.addEventListener('mouseleave', this);
 
     // a lane per child process under the plot, shown and hidden from the legend row

@@ -124,8 +124,9 @@ test.describe('Optimize (issue 10)', () => {
     });
     await test.step('ranked suggestions with predicted savings, cost and why', async () => {
       await expect(card).toBeVisible({ timeout: 60_000 });
+      // a name that says what it is stands alone (never "model model")
       await expect(optimize.locator('.vramscope-Optimize-names')).toContainText(
-        'model model'
+        'In your code: model, optimizer'
       );
       await expect(optimize.locator('.vramscope-Optimize-names')).toContainText(
         `training cell [${trainingCount}]`
@@ -135,7 +136,7 @@ test.describe('Optimize (issue 10)', () => {
         optimize.locator('.vramscope-Optimize-names code').first()
       ).toHaveText('model');
       await expect(optimize.locator('.vramscope-Optimize-meta')).toHaveText(
-        /^model model · advice in (<0\.1|[\d.]+) ms$/
+        /^model · advice in (<0\.1|[\d.]+) ms$/
       );
       const saving = Number(await card.getAttribute('data-saving-bytes'));
       expect(saving).toBeGreaterThan(2 ** 20);
