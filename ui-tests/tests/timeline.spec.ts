@@ -160,6 +160,9 @@ test.describe('live timeline (issue 3)', () => {
       // Hovering the band (low, away from the memory line) shows its cell in the timeline's
       // own tooltip (plotly draws no label: it could not keep one inside the panel) ...
       const band = plot.locator('.barlayer .trace .point path').nth(1);
+      // the Timeline pane scrolls inside the accordion: the band's foot in sight first (a
+      // pointer moved outside the pane's visible part lands on the next pane)
+      await plot.evaluate(el => el.scrollIntoView({ block: 'center' }));
       const box = (await band.boundingBox())!;
       await page.mouse.move(box.x + box.width / 2, box.y + box.height * 0.95);
       const tooltip = page.locator(
