@@ -30,34 +30,47 @@ const freePort = (): string =>
   ])
     .toString()
     .trim();
-if (!process.env.VRAMSCOPE_UI_PORT) {
-  process.env.VRAMSCOPE_UI_PORT = freePort();
-}
-if (!process.env.VRAMSCOPE_NB_PORT) {
-  let port = freePort();
-  while (port === process.env.VRAMSCOPE_UI_PORT) {
+// One JupyterLab server per worker (VRAMSCOPE_UI_WORKERS, default 2): each test shuts down
+// the kernels that earlier tests left on its server (lab.ts, `settleKernels`), so two workers
+// on one server would end each other's kernels. lab.ts points each worker's pages and API
+// requests at the server of its `parallelIndex` (VRAMSCOPE_UI_URLS).
+const WORKERS = Math.max(1, Number(process.env.VRAMSCOPE_UI_WORKERS || 2));
+const taken = new Set<string>();
+const portOf = (name: string): string => {
+  let port = process.env[name];
+  while (!port || taken.has(port)) {
     port = freePort();
   }
-  process.env.VRAMSCOPE_NB_PORT = port;
-}
-if (!process.env.VRAMSCOPE_UI_CONFIG_DIR) {
-  process.env.VRAMSCOPE_UI_CONFIG_DIR = fs.mkdtempSync(
+  taken.add(port);
+  return (process.env[name] = port);
+};
+const configDirOf = (name: string): string =>
+  (process.env[name] ??= fs.mkdtempSync(
     path.join(os.tmpdir(), 'vramscope-ui-config-')
-  );
-}
-const PORT = process.env.VRAMSCOPE_UI_PORT;
-const BASE_URL = `http://127.0.0.1:${PORT}`;
+  ));
+const LAB_SERVERS = Array.from({ length: WORKERS }, (_, i) => {
+  const suffix = i === 0 ? '' : `_${i}`;
+  const port = portOf(`VRAMSCOPE_UI_PORT${suffix}`);
+  return {
+    port,
+    url: `http://127.0.0.1:${port}`,
+    configDir: configDirOf(`VRAMSCOPE_UI_CONFIG_DIR${suffix}`)
+  };
+});
+portOf('VRAMSCOPE_NB_PORT');
+process.env.VRAMSCOPE_UI_URLS = JSON.stringify(LAB_SERVERS.map(s => s.url));
+const BASE_URL = LAB_SERVERS[0].url;
 process.env.VRAMSCOPE_NB_URL = `http://127.0.0.1:${process.env.VRAMSCOPE_NB_PORT}`;
 // Headless Chromium's flags, shared with the browser benchmarks (bench/_bundle.mjs): no sandbox
 // (containers run as root), no GPU, no background traffic or first-run work.
 const CHROMIUM_ARGS: string[] = JSON.parse(
   fs.readFileSync(path.join(__dirname, 'chromium-args.json'), 'utf8')
 );
-const SERVER_ENV = {
+const serverEnv = (configDir: string) => ({
   PATH: `${VENV_BIN}${path.delimiter}${process.env.PATH ?? ''}`,
   VIRTUAL_ENV: path.join(ROOT, '.venv'),
-  JUPYTER_CONFIG_DIR: process.env.VRAMSCOPE_UI_CONFIG_DIR as string
-};
+  JUPYTER_CONFIG_DIR: configDir
+});
 
 export default defineConfig({
   ...baseConfig,
@@ -67,10 +80,7 @@ export default defineConfig({
   timeout: 180_000,
   expect: { timeout: 30_000 },
   retries: 0,
-  // One worker: galata's per-test clean-up shuts down the kernels and sessions it did not
-  // start, so two workers on one server end each other's kernels ("No such kernel", a
-  // restart never back to Idle). VRAMSCOPE_UI_WORKERS=2 only with one server per worker.
-  workers: Number(process.env.VRAMSCOPE_UI_WORKERS || 1),
+  workers: WORKERS, // each with its own JupyterLab server (LAB_SERVERS)
   fullyParallel: false,
   forbidOnly: !!process.env.CI,
   use: {
@@ -87,20 +97,20 @@ export default defineConfig({
     }
   },
   webServer: [
-    {
+    ...LAB_SERVERS.map(server => ({
       command: [
         `"${path.join(VENV_BIN, 'jupyter')}" lab`,
         `--config "${path.join(__dirname, 'jupyter_server_test_config.py')}"`,
-        `--port ${PORT} --no-browser`
+        `--port ${server.port} --no-browser`
       ].join(' '),
       cwd: ROOT,
-      url: `${BASE_URL}/lab`,
+      url: `${server.url}/lab`,
       timeout: 120_000,
       reuseExistingServer: false,
-      stdout: 'ignore',
-      stderr: 'pipe',
-      env: SERVER_ENV
-    },
+      stdout: 'ignore' as const,
+      stderr: 'pipe' as const,
+      env: serverEnv(server.configDir)
+    })),
     {
       // Jupyter Notebook 7 with the same installed extension (tests/notebook7.spec.ts).
       command: [
@@ -114,7 +124,7 @@ export default defineConfig({
       reuseExistingServer: false,
       stdout: 'ignore',
       stderr: 'pipe',
-      env: SERVER_ENV
+      env: serverEnv(LAB_SERVERS[0].configDir)
     }
   ]
 });

@@ -19,7 +19,7 @@ import {
 } from './utils';
 
 /**
- * galata's `test`, which after each test waits until the page's kernel connections have
+ * galata's `test` on this worker's own JupyterLab server, which after each test waits until the page's kernel connections have
  * settled (see `kernelsSettled`) before the page is closed, which shuts down the kernels
  * that earlier tests left on the server while the test runs (see `leftKernels`), and whose
  * `pageErrors` fixture collects the page errors a spec asserts on, JupyterLab's cancelled
@@ -29,6 +29,13 @@ export const test = galataTest.extend<
   { settleKernels: void } & PageErrorFixtures
 >({
   ...pageErrorFixtures,
+  // The JupyterLab server of this worker (playwright.config.ts starts one per worker).
+  baseURL: async ({ baseURL }, use, testInfo) => {
+    const urls: string[] = JSON.parse(process.env.VRAMSCOPE_UI_URLS || '[]');
+    await use(
+      urls.length ? urls[testInfo.parallelIndex % urls.length] : baseURL
+    );
+  },
   settleKernels: [
     async ({ page, request }, use) => {
       // Listed before the test starts any kernel; shut down while it runs, the errors kept
