@@ -17,6 +17,7 @@ import functools
 import hashlib
 import io
 import random
+import signal
 import threading
 import time
 from collections.abc import Iterator
@@ -28,6 +29,16 @@ import pytest
 import torch
 
 from vramscope.optimize.finder import find_batch_size
+
+
+@pytest.fixture(autouse=True)
+def python_sigint_handler() -> Iterator[None]:
+    """Python's own SIGINT handler, as in a kernel or a terminal. A process started in the
+    background of a non-interactive shell (``cmd &``, as CI runners may) inherits SIGINT
+    ignored; Python then installs no handler and ``_thread.interrupt_main`` does nothing."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
 
 
 @pytest.fixture(autouse=True)
