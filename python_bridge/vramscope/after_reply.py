@@ -31,6 +31,8 @@ import contextlib
 import time
 from typing import Any, Callable
 
+from . import gcpause
+
 Job = Callable[[], None]
 
 #: How long after the execute reply the follow-up work runs, at the earliest.
@@ -91,6 +93,10 @@ class AfterReply:
             self._schedule(self._delay_s)
 
     def _run_jobs(self, keep_keyed: bool) -> None:
+        with gcpause.paused():
+            self._run_queue(keep_keyed)
+
+    def _run_queue(self, keep_keyed: bool) -> None:
         while self._jobs:
             index = next((i for i, (key, _) in enumerate(self._jobs) if key is None), None)
             if index is None:

@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any, cast
 
-from . import environment
+from . import environment, gcpause
 from ._version import __version__
 from .after_reply import AfterReply
 from .bridge import Bridge
@@ -326,6 +326,14 @@ class Runtime:
     # --- IPython events (never raise) -----------------------------------------------------
 
     def _pre_run_cell(self, info: Any) -> None:
+        with gcpause.paused():  # ends before the cell's starting reading (recorder)
+            self._prepare_cell(info)
+        try:
+            self.recorder.pre_run_cell(info)
+        except Exception as exc:
+            self._internal(exc)
+
+    def _prepare_cell(self, info: Any) -> None:
         self._guard_hooks(drop_started=True)
         # the previous cell's message and insight, if its reply left no time for them: done
         # before this cell's starting readings, never inside its measurement
@@ -355,17 +363,14 @@ class Runtime:
             self.processes.open_cell()
         except Exception as exc:
             self._internal(exc)
-        try:
-            self.recorder.pre_run_cell(info)
-        except Exception as exc:
-            self._internal(exc)
 
     def _post_run_cell(self, result: Any) -> None:
-        try:
-            self.recorder.post_run_cell(result)
-        except Exception as exc:
-            self._internal(exc)
-        self._guard_hooks()
+        with gcpause.paused():  # the cell's ending reading comes first (recorder)
+            try:
+                self.recorder.post_run_cell(result)
+            except Exception as exc:
+                self._internal(exc)
+            self._guard_hooks()
 
     def _post_execute(self) -> None:
         self._guard_hooks()  # also after silent executions; runs before post_run_cell
