@@ -13,8 +13,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any, cast
 
-from . import environment, gcpause
-from ._version import __version__
+from . import gcpause
 from .after_reply import AfterReply
 from .bridge import Bridge
 from .cell_outbox import CellOutbox, cell_messages
@@ -26,32 +25,24 @@ from .insight_link import InsightLink
 from .optimize.link import OptimizeLink
 from .processes.service import ProcessesService
 from .protocol import (
-    MAX_CLIENT_ERROR_CHARS,
-    MAX_NAME_CHARS,
-    PROTOCOL_VERSION,
-    CellMessage,
     CellRecord,
-    CellsMessage,
     DeviceInfo,
     DeviceSample,
-    DevicesMessage,
-    HelloMessage,
     Insight,
-    KernelInfo,
     Sample,
     Settings,
     error_message,
     notice_message,
 )
 from .recorder import CellRecorder
-from .report import build_report
+from .runtime_requests import Requests
 from .sampler import RingBuffer, Sampler
 from .selfmem import SelfMemory
-from .settings import apply_settings, default_settings
+from .settings import default_settings
 from .torch_baseline import BASELINE
 
 
-class Runtime:
+class Runtime(Requests):
     def __init__(self, shell: Any = None) -> None:
         self.shell = shell
         self.session_id = uuid.uuid4().hex
@@ -223,105 +214,6 @@ class Runtime:
         if found:
             self.devices = [self.cpu, *found]
         return True
-
-    # --- requests -------------------------------------------------------------------------
-
-    def kernel_info(self) -> KernelInfo:
-        return environment.kernel_info()
-
-    def hello(self) -> HelloMessage:
-        hello: HelloMessage = {
-            "type": "hello",
-            "protocol_version": PROTOCOL_VERSION,
-            "bridge_version": __version__,
-            "session_id": self.session_id,
-            "kernel": self.kernel_info(),
-            "devices": self.device_infos(),
-            "settings": dict(self.settings),  # type: ignore[typeddict-item]
-            "cells": self.recorder.history(),
-            "warnings": environment.warnings_for(self.devices),
-        }
-        if self.insight.last is not None:  # a reloaded page shows it at once (since 1.1)
-            hello["insight"] = cast(Insight, self.insight.last)
-        self._layers_sent = None  # the next insight goes out whole: this page has no other
-        self._add_self_bytes(hello)
-        return hello
-
-    def _add_self_bytes(self, message: HelloMessage | CellMessage | CellsMessage) -> None:
-        value = self.self_memory.bytes()
-        if value is not None:
-            message["self_bytes"] = value
-
-    def devices_message(self) -> DevicesMessage:
-        """The current devices and bridge warnings (the latter replace hello's)."""
-        return {
-            "type": "devices",
-            "devices": self.device_infos(),
-            "warnings": environment.warnings_for(self.devices),
-        }
-
-    def report(self) -> dict[str, Any]:
-        insight = self._current_insight()
-        return build_report(
-            session_id=self.session_id,
-            kernel=self.kernel_info(),
-            devices=self.device_infos(),
-            settings=self.settings,
-            cells=self.recorder.history(),
-            samples=self.ring.snapshot(),
-            insight=insight,
-            measured=self.insight.measured,
-            client_errors=self.client_errors,
-            advice=self.optimize.report(),
-        )
-
-    def _current_insight(self) -> Mapping[str, Any]:
-        """Model insight as of now (not as of the last cell end), or the last one on failure."""
-        try:
-            if self.settings.get("insight", True) and self.insight.engine() is not None:
-                return self.insight.snapshot(None)
-        except Exception:
-            pass
-        return self.insight.last or {}
-
-    def export_report(self, params: Mapping[str, Any]) -> dict[str, Any]:
-        """The ``export_report`` request: the report rendered as one file (vramscope.export)."""
-        from .exports.request import export_result
-
-        return export_result(self.report(), params)
-
-    def update_settings(self, patch: Mapping[str, Any]) -> Settings:
-        """Validate and apply a partial update; raises ProtocolError('invalid_params')."""
-        new = apply_settings(self.settings, patch)
-        self.settings = new
-        self.ring.resize(new["history_limit"])
-        if self.installed and new["sample_hz"] != self.sampler.rate:
-            self.sampler.set_rate(new["sample_hz"])
-        if not new["insight"]:
-            self.insight.set_enabled(False)
-        return dict(new)  # type: ignore[return-value]
-
-    def samples_since(self, since: float | None) -> list[Sample]:
-        """The kept samples newer than ``since`` (all of them when None), oldest first."""
-        samples = self.ring.snapshot()
-        if since is None:
-            return samples
-        return [s for s in samples if s["t"] > since]
-
-    def report_client_error(self, params: Mapping[str, Any]) -> int:
-        """Keep a front end's report of a kernel message it rejected (the last 20)."""
-        self.client_errors.append(
-            {
-                "time": time.time(),
-                "code": str(params["code"])[:MAX_NAME_CHARS],
-                "message": str(params["message"])[:MAX_CLIENT_ERROR_CHARS],
-            }
-        )
-        return len(self.client_errors)
-
-    def clear_history(self) -> int:
-        self.ring.clear()
-        return self.recorder.clear()
 
     # --- IPython events (never raise) -----------------------------------------------------
 
