@@ -13,39 +13,25 @@ from typing import Any
 import pytest
 
 from advise_cells import Cells
+from framework_models import BLOCK, net_class
 
 pytest.importorskip("lightning")
 
-SETUP = """
-import torch
-import lightning as L
-from torch import nn
-
-
-class Block(nn.Module):
-    def __init__(self, d):
-        super().__init__()
-        self.fc1, self.act, self.fc2 = nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d)
-
-    def forward(self, x):
-        return x + self.fc2(self.act(self.fc1(x)))
-
-
-class Net(L.LightningModule):
-    def __init__(self, d=64, n=3):
-        super().__init__()
-        self.blocks = nn.Sequential(*[Block(d) for _ in range(n)])
-        self.head = nn.Linear(d, 10)
-
-    def forward(self, x):
-        return self.head(self.blocks(x))
-
+METHODS = """
     def training_step(self, batch, batch_idx):
         x, y = batch
         return nn.functional.cross_entropy(self(x).flatten(0, 1), y.flatten())
 
     def configure_optimizers(self):
         return torch.optim.AdamW(self.parameters(), lr=1e-3)
+"""
+SETUP = (
+    BLOCK
+    + """
+import lightning as L
+"""
+    + net_class("L.LightningModule", METHODS)
+    + """
 
 
 torch.manual_seed(0)
@@ -53,6 +39,7 @@ net = Net()
 ds = torch.utils.data.TensorDataset(torch.randn(256, 32, 64), torch.randint(0, 10, (256, 32)))
 loader = torch.utils.data.DataLoader(ds, batch_size=32, shuffle=True)
 """
+)
 TRAINER = """trainer = L.Trainer(max_steps=2, logger=False, enable_checkpointing=False,
                     enable_progress_bar=False, enable_model_summary=False)
 """

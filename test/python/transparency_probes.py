@@ -210,6 +210,29 @@ PROBES: tuple[Probe, ...] = (
         model="pl_net",
     ),
     Probe(
+        "accelerate_accumulate_bf16",
+        (
+            "from accelerate import Accelerator\n"
+            "pa_net = tp_mlp(); pa_x, pa_y = tp_data()\n"
+            "pa_opt = torch.optim.AdamW(pa_net.parameters(), lr=1e-2)\n"
+            "pa_acc = Accelerator(cpu=DEVICE == 'cpu', mixed_precision='bf16',"
+            " gradient_accumulation_steps=2)\n"
+            "pa_net, pa_opt = pa_acc.prepare(pa_net, pa_opt)\n"
+            "print(type(pa_opt).__name__, pa_net(pa_x).dtype)",
+            # armed: the step (2 micro-batches, the forward wrapped in autocast by prepare,
+            # AcceleratedOptimizer stepping the inner AdamW) is followed op by op
+            "for _ in range(4):\n"
+            "    with pa_acc.accumulate(pa_net):\n"
+            "        loss = F.mse_loss(pa_net(pa_x), pa_y)\n"
+            "        pa_acc.backward(loss)\n"
+            "        pa_opt.step(); pa_opt.zero_grad()\n"
+            "print(round(float(loss), 6), tp_hash(pa_net), pa_opt.optimizer.state[\n"
+            "    pa_opt.optimizer.param_groups[0]['params'][0]]['step'].item())",
+        ),
+        model="pa_net",
+        needs=("accelerate",),
+    ),
+    Probe(
         "adam_training_steps",
         (
             "p5_net = tp_mlp(); p5_opt = torch.optim.Adam(p5_net.parameters(), lr=1e-2)\n"

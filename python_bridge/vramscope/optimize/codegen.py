@@ -319,3 +319,14 @@ def wrap_all(source: str, header: str) -> str:
         raise CannotRewrite("the cell is empty")
     _wrap(lines, 1, len(lines.lines), header)
     return checked(lines.text())
+
+
+def wrap_loop_body(source: str, region: StepRegion, header: str) -> str:
+    """The body of the loop around the step under ``header`` (e.g. ``with
+    accelerator.accumulate(model):``)."""
+    if region.loop is None:
+        raise CannotRewrite("the step is not in a for loop")
+    lines = Lines.of(source)
+    start, end = lines.span(region.loop.body)
+    _wrap(lines, start, end, header)
+    return checked(lines.text())

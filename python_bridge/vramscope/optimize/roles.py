@@ -6,7 +6,7 @@ code that did it was defined). Before a step can be measured (advice never asked
 step watch off after ``torch.compile``), the cell's code decides: a ``.backward()`` call the
 cell itself makes (not one inside a function or class it only defines), or a framework's
 training call on a trainer in the namespace (``transformers.Trainer.train``, Lightning's
-``Trainer.fit``, ``accelerate``'s loops run the user's own ``.backward``).
+``Trainer.fit``, an ``accelerate.Accelerator``'s ``backward``).
 
 Works on source text, the namespace and integers; keeps no reference to user objects.
 """
@@ -26,7 +26,10 @@ FRAMEWORK_TRAINING = {
     ("lightning", "fit"),
     ("pytorch_lightning", "fit"),
     ("trl", "train"),
+    ("accelerate", "backward"),
 }
+#: the methods of FRAMEWORK_TRAINING
+TRAINING_METHODS = frozenset(method for _, method in FRAMEWORK_TRAINING)
 
 
 def _run_calls(tree: ast.AST) -> list[ast.Call]:
@@ -85,7 +88,7 @@ def training_text(source: str, ns: dict[str, Any] | None = None) -> bool:
     if ns is None:
         return False
     for text, method in receivers:
-        if method in ("train", "fit") and _framework_trainer(text, method, ns):
+        if method in TRAINING_METHODS and _framework_trainer(text, method, ns):
             return True
     return False
 
@@ -107,13 +110,13 @@ def _framework_trainer(text: str, method: str, ns: dict[str, Any]) -> bool:
 
 
 def framework_of(source: str, ns: dict[str, Any]) -> str | None:
-    """``"transformers"`` / ``"lightning"`` when the cell trains through that framework's
-    trainer, else None."""
+    """``"transformers"`` / ``"lightning"`` / ``"accelerate"`` when the cell trains through
+    that framework's trainer (an ``Accelerator``'s ``backward``), else None."""
     found = _called_attrs(source) if source else None
     if not found:
         return None
     for text, method in found[1]:
-        if method not in ("train", "fit") or not _framework_trainer(text, method, ns):
+        if method not in TRAINING_METHODS or not _framework_trainer(text, method, ns):
             continue
         tree = parse(text)
         obj = resolve_text(tree, ns)

@@ -1,13 +1,14 @@
-"""Advice for a framework's training cell (``trainer.train()``, ``trainer.fit()``): the
-manual-loop cards replaced by the framework's own settings. The dispatcher over
-frameworks_hf and frameworks_lightning, which share frameworks' helpers (kept apart so that
-no module imports its own importer)."""
+"""Advice for a framework's training cell (``trainer.train()``, ``trainer.fit()``,
+``accelerator.backward(loss)``): the manual-loop cards replaced by the framework's own
+settings. The dispatcher over frameworks_hf, frameworks_lightning and
+frameworks_accelerate, which share frameworks' helpers (kept apart so that no module imports
+its own importer)."""
 
 from __future__ import annotations
 
 from ...messages.optimize import Suggestion
 from ..context import Context
-from . import frameworks_hf, frameworks_lightning
+from . import frameworks_accelerate, frameworks_hf, frameworks_lightning
 from .frameworks import LOOP_NOTES, framework_run, split
 
 
@@ -24,6 +25,8 @@ def adapt(ctx: Context, suggestions: list[Suggestion]) -> list[Suggestion]:
             return kept + frameworks_hf.suggest(ctx, run, manual)
         if run.framework == "lightning":
             return kept + frameworks_lightning.suggest(ctx, run, manual)
+        if run.framework == "accelerate":
+            return kept + frameworks_accelerate.suggest(ctx, run, manual)
         return kept
     except Exception as exc:  # the manual cards stay: advice must not fail with this part
         ctx.notes.append(f"frameworks: failed ({type(exc).__name__}: {exc})")

@@ -19,7 +19,7 @@ from typing import Any
 from ...messages.optimize import Suggestion, SuggestionKind
 from ..context import Context
 from ..names import CellSource, parse
-from ..roles import _called_attrs, _framework_trainer, framework_of
+from ..roles import TRAINING_METHODS, _called_attrs, _framework_trainer, framework_of
 from . import accumulation
 from .base import suggestion
 
@@ -35,7 +35,7 @@ LOOP_NOTES = ("gradient accumulation: not offered, the batch size of training ce
 class Run:
     """The framework call of the training cell."""
 
-    framework: str  # "transformers" | "lightning"
+    framework: str  # "transformers" | "lightning" | "accelerate"
     trainer: str  # the trainer's expression, canonical (names, attributes, constant keys)
     built: CellSource | None  # the newest recorded cell that assigned it
 
@@ -68,7 +68,7 @@ def framework_run(ctx: Context) -> Run | None:
     if not found:
         return None
     for text, method in found[1]:
-        if method in ("train", "fit") and _framework_trainer(text, method, ctx.ns):
+        if method in TRAINING_METHODS and _framework_trainer(text, method, ctx.ns):
             expr = plain_expr(text)
             if expr is None:
                 ctx.notes.append(
