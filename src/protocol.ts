@@ -78,6 +78,8 @@ export interface ISettings {
   insight: boolean;
   insight_budget_ms: number;
   history_limit: number;
+  /** Since 1.1 (a 1.0 kernel has none). */
+  cpu_peak?: 'sampled' | 'exact';
 }
 
 export interface ILayerInfo {

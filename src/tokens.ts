@@ -120,6 +120,8 @@ export interface IFrontendSettings {
   footerLarge: number;
   sampleHz: number;
   cudaPeakPolicy: 'reset' | 'preserve';
+  /** How the kernel finds a cell's CPU peak (setting `cpu_peak`). */
+  cpuPeak: 'sampled' | 'exact';
   insight: boolean;
   insightBudgetMs: number;
 }

@@ -196,13 +196,17 @@ namespace Private {
 
   export const sample = object({ t: num, d: record(sampleValues) });
 
-  export const settings = object({
-    sample_hz: nonNeg,
-    cuda_peak_policy: literal('reset', 'preserve'),
-    insight: bool,
-    insight_budget_ms: nonNeg,
-    history_limit: bytes
-  });
+  export const settings = object(
+    {
+      sample_hz: nonNeg,
+      cuda_peak_policy: literal('reset', 'preserve'),
+      insight: bool,
+      insight_budget_ms: nonNeg,
+      history_limit: bytes,
+      cpu_peak: literal('sampled', 'exact')
+    },
+    ['cpu_peak']
+  );
 
   const layerInfo = object(
     {

@@ -14,6 +14,7 @@ export const DEFAULT_SETTINGS: Readonly<IFrontendSettings> = Object.freeze({
   footerLarge: 1024 * MIB,
   sampleHz: 10,
   cudaPeakPolicy: 'reset',
+  cpuPeak: 'sampled',
   insight: true,
   insightBudgetMs: 20
 });
@@ -57,6 +58,7 @@ export function parseSettings(composite: {
     sampleHz,
     cudaPeakPolicy:
       composite['cudaPeakPolicy'] === 'preserve' ? 'preserve' : 'reset',
+    cpuPeak: composite['cpuPeak'] === 'exact' ? 'exact' : 'sampled',
     insight:
       typeof composite['insight'] === 'boolean'
         ? composite['insight']
@@ -70,6 +72,7 @@ export function kernelSettings(s: IFrontendSettings): Partial<ISettings> {
   return {
     sample_hz: s.sampleHz,
     cuda_peak_policy: s.cudaPeakPolicy,
+    cpu_peak: s.cpuPeak,
     insight: s.insight,
     insight_budget_ms: s.insightBudgetMs
   };

@@ -188,6 +188,7 @@ describe('settings', () => {
       footerLargeMiB: 5,
       sampleHz: 0.1,
       cudaPeakPolicy: 'preserve',
+      cpuPeak: 'exact',
       insight: false,
       insightBudgetMs: 50
     });
@@ -199,9 +200,11 @@ describe('settings', () => {
     expect(kernelSettings(s)).toEqual({
       sample_hz: 0.5,
       cuda_peak_policy: 'preserve',
+      cpu_peak: 'exact',
       insight: false,
       insight_budget_ms: 50
     });
     expect(parseSettings({ sampleHz: 99 }).sampleHz).toBe(10);
+    expect(parseSettings({ cpuPeak: 'fast' }).cpuPeak).toBe('sampled');
   });
 });

@@ -288,6 +288,16 @@ describe('validateKernelMessage: rejects malformed messages', () => {
       { ...hello(), settings: settings({ cuda_peak_policy: 'x' as any }) },
       'cuda_peak_policy'
     );
+    expectError(
+      { ...hello(), settings: settings({ cpu_peak: 'fast' as any }) },
+      'cpu_peak'
+    );
+    expect(
+      typeof validateKernelMessage({
+        ...hello(),
+        settings: settings({ cpu_peak: 'exact' })
+      })
+    ).toBe('object');
   });
 
   it('rejects a reply without a result and a sample value without used', () => {
