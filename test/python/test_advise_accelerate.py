@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from advise_helpers import advise, start_kernel, value
-from framework_models import BLOCK, net_class
+from framework_models import BLOCK, DATA, SAVED_TRUTH, net_class
 from kernel_harness import KernelHarness
 
 pytest.importorskip("accelerate")
@@ -30,8 +30,9 @@ from accelerate import Accelerator
     + """
 
 net = Net()
-ds = torch.utils.data.TensorDataset(torch.randn(256, 32, 64), torch.randint(0, 10, (256, 32)))
-loader = torch.utils.data.DataLoader(ds, batch_size=32, shuffle=True)
+"""
+    + DATA
+    + """
 adam = torch.optim.AdamW(net.parameters(), lr=1e-3, weight_decay=0.05)
 """
 )
@@ -51,26 +52,18 @@ for step, (x, y) in enumerate(loader):
 """
 # ground truth of the test's own: the bytes one forward of `n` samples leaves for backward
 # (distinct storages other than the model's own tensors), by saved-tensor hooks of its own
-PROBES = """
-def _gt_saved(n):
-    own = {t.untyped_storage().data_ptr() for t in [*net.parameters(), *net.buffers()]}
-    seen = {}
-
-    def pack(t):
-        if t.untyped_storage().data_ptr() not in own:
-            seen[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
-        return t
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        out = net(ds.tensors[0][:n].clone())  # a batch of its own, as the loader gives
-    del out
-    return sum(seen.values())
+PROBES = (
+    SAVED_TRUTH
+    + """
+def _gt_saved(n):  # a batch of its own, as the loader gives
+    return _gt_saved_by(net, lambda: net(ds.tensors[0][:n].clone()))
 
 
 def _gt_adam_steps():
     inner = getattr(adam, "optimizer", adam)
     return int(inner.state[inner.param_groups[0]["params"][0]]["step"])
 """
+)
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from advise_cells import Cells
-from framework_models import BLOCK, net_class
+from framework_models import BLOCK, DATA, LIGHTNING_TRAINER, net_class
 
 pytest.importorskip("lightning")
 
@@ -36,13 +36,10 @@ import lightning as L
 
 torch.manual_seed(0)
 net = Net()
-ds = torch.utils.data.TensorDataset(torch.randn(256, 32, 64), torch.randint(0, 10, (256, 32)))
-loader = torch.utils.data.DataLoader(ds, batch_size=32, shuffle=True)
 """
+    + DATA
 )
-TRAINER = """trainer = L.Trainer(max_steps=2, logger=False, enable_checkpointing=False,
-                    enable_progress_bar=False, enable_model_summary=False)
-"""
+TRAINER = LIGHTNING_TRAINER
 FIT = "trainer.fit(net, loader)"
 MANUAL = """
 opt = torch.optim.AdamW(net.parameters(), lr=1e-3)

@@ -17,6 +17,7 @@ from typing import Any, Optional, Union
 import torch
 
 from ..protocol import ModelInfo, empty_insight, model_info
+from ..step_roots import trains_by_step
 from ._torchutil import (
     StorageKey,
     module_tensors,
@@ -330,6 +331,13 @@ class InsightEngine:
         if self._watched_name is not None and self._watched_name in by_name:
             return self._watched_name, by_name[self._watched_name]
         ran = self._tracker.measured_roots()
+        owners = [
+            (n, m)
+            for n, m in modules
+            if trains_by_step(m) and any(c is r for c in m.children() for r in ran)
+        ]
+        if owners:  # a LightningModule whose training_step called its child
+            return max(owners, key=lambda o: param_bytes(o[1]))
         if ran and not any(m is r for _, m in modules for r in ran):
             # the model that ran has no namespace name (holder.net, trainer.model)
             model = max(ran, key=param_bytes)

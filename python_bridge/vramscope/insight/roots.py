@@ -5,10 +5,12 @@ path, and ``torch.compile`` warns about them and traces them). Instead the globa
 parameter *registration* hooks (called when a module or a parameter is assigned to a module,
 which is how models are built) keep one forward pre-hook and one forward hook on each module
 that has children or parameters and is no other's child: the outermost module of every model
-built since the bridge was loaded. A module assigned as a child loses its hooks. Models built
-before the bridge, and modules with neither children nor parameters, are adopted from the
-namespace at a cell's start (only until Dynamo first compiles something: a hook added to a
-module already traced would make Dynamo compile it again).
+built since the bridge was loaded. A module assigned as a child loses its hooks, except the
+direct children of a LightningModule, whose ``training_step`` may call them without calling
+``self(...)`` (step_roots: inside the module's own forward they are nested, not measured
+apart). Models built before the bridge, and modules with neither children nor parameters, are
+adopted from the namespace at a cell's start (only until Dynamo first compiles something: a
+hook added to a module already traced would make Dynamo compile it again).
 
 A compiled model carries none of them: Dynamo traces a module's hooks into its graph (a
 ``torch.nn.Sequential`` compiled with a hook gives a graph where it gives none without) and
@@ -36,6 +38,7 @@ from typing import Any, Callable, Optional
 import torch
 
 from ..compiled import dynamo_ran, is_compile_wrapper, is_compiled
+from ..step_roots import forward_roots, trains_by_step
 
 PreHook = Callable[[torch.nn.Module, Any, Any], None]
 PostHook = Callable[[torch.nn.Module, Any, Any], None]
@@ -106,12 +109,11 @@ class RootWatch:
         if dynamo_ran():
             return
         for value in values:
-            if (
-                isinstance(value, torch.nn.Module)
-                and not self.watched(value)
-                and not is_compiled(value)
-            ):
-                self._add(value)
+            if not isinstance(value, torch.nn.Module):
+                continue
+            for module in forward_roots(value):
+                if not self.watched(module) and not is_compiled(module):
+                    self._add(module)
 
     def prune(self) -> set[int]:
         """Forget dead modules; returns the ids still watched."""
@@ -131,6 +133,8 @@ class RootWatch:
                 if id(submodule) not in self._followers:  # followed: it keeps its hooks
                     self._remove(submodule)
                 self._children.add(submodule)
+                if trains_by_step(module):  # its training_step may call the child itself
+                    self._add(submodule)
                 if not self.watched(module) and module not in self._children:
                     self._add(module)
         except Exception:

@@ -2,11 +2,12 @@
 
 The step's peak is what the predictions rest on and what predicted vs measured compares, both
 with one definition: the most bytes that tensors created since the step started held at once
-(op by op, through :func:`.peak.tracker`), from the model's first forward in the cell (with
-autograd on, no dispatch mode of the user's running) to the optimizer's ``step()`` (the
-forward(s) and backward; k micro-batches of an accumulation loop are one step). Until advice
-is asked for nothing is installed; then it costs one Python call per forward of the model,
-and one measured step per cell (the op-by-op count is ~35 us per op, for that step only).
+(op by op, through :func:`.peak.tracker`), from the model's first forward in the cell (a
+LightningModule's own or a direct child's: step_roots; with autograd on, no dispatch mode of
+the user's running) to the optimizer's ``step()`` (the forward(s) and backward; k
+micro-batches of an accumulation loop are one step). Until advice is asked for nothing is
+installed; then it costs one Python call per forward of the model, and one measured step per
+cell (the op-by-op count is ~35 us per op, for that step only).
 
 Each allocation is kept in order, so that when the step ends the storages that became the
 parameters' ``.grad`` can be told apart from the rest (activations, their gradients,
@@ -27,6 +28,7 @@ from typing import Any, Callable
 from .. import trials
 from ..compiled import dynamo_ran, is_compiled
 from ..devices.exact import armed_modes
+from ..step_roots import forward_roots
 from .peak import tracker
 
 KEEP = 32
@@ -196,6 +198,7 @@ class StepWatch:
         self._step_hook: Any = None
         self._open: tuple[float, Any] | None = None  # (cell, the tracking mode)
         self._forwards = 0
+        self._depth = 0  # followed forwards running (a LightningModule's child nests)
         self._done: float | None = None  # the cell whose step was measured (one a cell)
         self._accumulated: list[Any] = []  # the open step's post-accumulate-grad hooks
         self.figures: OrderedDict[float, StepFigures] = OrderedDict()
@@ -215,17 +218,27 @@ class StepWatch:
 
         self.stop()
         _torch = torch
+        # the model, and a LightningModule's children (its training_step may call them only)
+        roots = forward_roots(model)
         if self._follow is not None:
-            self._unfollow = self._follow(model, self._pre_forward, self._post_forward)
+            stops = [self._follow(m, self._pre_forward, self._post_forward) for m in roots]
+
+            def unfollow() -> None:
+                for stop in stops:
+                    stop()
+
+            self._unfollow = unfollow
         else:
-            self._hook = model.register_forward_pre_hook(self._pre_forward)
-            self._out_hook = model.register_forward_hook(self._post_forward)
+            self._hook = [m.register_forward_pre_hook(self._pre_forward) for m in roots]
+            self._out_hook = [
+                m.register_forward_hook(self._post_forward, always_call=True) for m in roots
+            ]
         self._step_hook = register_optimizer_step_pre_hook(self._pre_step)
         self._model = weakref.ref(model)
 
     def stop(self) -> None:
         self.cell_ended()
-        for handle in (self._hook, self._out_hook, self._step_hook):
+        for handle in [*(self._hook or ()), *(self._out_hook or ()), self._step_hook]:
             if handle is not None:
                 handle.remove()
         if self._unfollow is not None:
@@ -241,6 +254,9 @@ class StepWatch:
     def _pre_forward(self, module: Any, args: Any) -> None:
         if _torch is not None and _torch.compiler.is_compiling():
             return  # traced by Dynamo: nothing in the graph
+        self._depth += 1
+        if self._depth > 1:
+            return  # a followed child inside the model's own forward
         try:
             self._sweep()
             if self._open is not None:
@@ -266,7 +282,8 @@ class StepWatch:
             mode.__enter__()
             self._open = (cell, mode)
             self._forwards = 1
-            self._accumulated = mark_accumulations(module, mode)
+            model = self._model() if self._model is not None else None
+            self._accumulated = mark_accumulations(model or module, mode)
         except Exception:
             self._open = None
 
@@ -275,7 +292,8 @@ class StepWatch:
         Face ModelOutput): the open step's tracker leaves them out at backward's start."""
         if _torch is not None and _torch.compiler.is_compiling():
             return
-        if self._open is None:
+        self._depth = max(0, self._depth - 1)
+        if self._open is None or self._depth:
             return
         try:
             torch = sys.modules["torch"]
@@ -364,6 +382,7 @@ class StepWatch:
 
     def cell_ended(self) -> None:
         """A cell ended: a step still open (no optimizer step came) is dropped."""
+        self._depth = 0
         if self._open is not None:
             self._done = self._open[0]
             self._close()
