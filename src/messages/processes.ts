@@ -84,6 +84,8 @@ export interface IProcessStats {
   stale?: number;
   /** Reports of new processes turned away: the live cap was reached (optional; since 1.1). */
   processes_dropped?: number;
+  /** Lane points trimmed to keep the total history under its cap (optional; since 1.1). */
+  history_dropped?: number;
 }
 
 /** Since 1.1: child processes and ranks; `full` answers carry every kept lane point. */

@@ -80,9 +80,10 @@ export const processes = object(
         refused: bytes,
         malformed: bytes,
         stale: bytes,
-        processes_dropped: bytes
+        processes_dropped: bytes,
+        history_dropped: bytes
       },
-      ['stale', 'processes_dropped']
+      ['stale', 'processes_dropped', 'history_dropped']
     ),
     remote: nullable(str),
     changed_only: bool,

@@ -37,7 +37,12 @@ describe('processes stats: stale and processes_dropped', () => {
     expect(typeof validateKernelMessage(withStats({}))).not.toBe('string');
     const both = withStats({ stale: 2, processes_dropped: 512 });
     expect(typeof validateKernelMessage(both)).not.toBe('string');
+    const trimmed = withStats({ history_dropped: 4800 });
+    expect(typeof validateKernelMessage(trimmed)).not.toBe('string');
     for (const bad of [-1, 1.5, '512', null]) {
+      expect(
+        validateKernelMessage(withStats({ history_dropped: bad }))
+      ).toMatch(/stats\.history_dropped/);
       expect(
         validateKernelMessage(withStats({ processes_dropped: bad }))
       ).toMatch(/stats\.processes_dropped/);

@@ -19,7 +19,13 @@ from vramscope.processes import collector as collector_mod
 from vramscope.processes import reporter, wire
 from vramscope.processes.collector import Collector
 from vramscope.processes.service import ProcessesService
-from vramscope.processes.table import MAX_ENDED, MAX_LIVE, ProcessTable
+from vramscope.processes.table import (
+    HISTORY,
+    MAX_ENDED,
+    MAX_HISTORY_POINTS,
+    MAX_LIVE,
+    ProcessTable,
+)
 
 MiB = 2**20
 
@@ -128,6 +134,44 @@ def test_a_forgotten_ranks_replay_is_refused() -> None:
     stale = table.stale
     assert table.ingest(firsts[0], remote=True) == (None, False)
     assert "forged:1" not in table.procs and table.stale == stale + 1
+
+
+def test_the_kept_history_is_bounded_across_all_processes() -> None:
+    """Every live rank reporting for long would keep MAX_LIVE x HISTORY lane points (307,200;
+    with the ended ones 614,400): the table keeps at most MAX_HISTORY_POINTS in all, cut from
+    the longest histories (their oldest points), counts what it cut, and keeps short
+    histories whole."""
+    table = ProcessTable()
+    token = b"k" * 64
+    quiet = [Rank(("", 0), token, 1 + i) for i in range(2)]
+    loud = [Rank(("", 0), token, 100 + i) for i in range(MAX_LIVE - len(quiet))]
+    per_loud = MAX_HISTORY_POINTS // len(loud) + 40  # all together over the cap
+    assert per_loud < HISTORY  # the per-process cap alone would keep them all
+    t, last = 1000.0, {}
+    for rank in quiet:
+        for _ in range(10):
+            t += 0.001
+            table.ingest(wire.decode(rank.datagram(t=t), token), remote=True)
+    for _ in range(per_loud):
+        for rank in loud:
+            t += 0.001
+            last[rank.pid] = t
+            table.ingest(wire.decode(rank.datagram(t=t), token), remote=True)
+    sent = 10 * len(quiet) + per_loud * len(loud)
+    kept = {p.pid: list(p.history) for p in table.procs.values()}
+    assert len(kept) == MAX_LIVE and sent > MAX_HISTORY_POINTS
+    total = sum(len(h) for h in kept.values())
+    assert total <= MAX_HISTORY_POINTS
+    assert table.stats()["history_dropped"] == sent - total > 0
+    assert all(len(kept[r.pid]) == 10 for r in quiet)  # short histories whole
+    for rank in loud:  # the newest points kept, in order, none in between lost
+        times = [point[0] for point in kept[rank.pid]]
+        assert times[-1] == last[rank.pid] and times == sorted(times)
+        assert len(times) == len(kept[loud[0].pid]) or len(times) == len(kept[loud[0].pid]) + 1
+    # what a full get_processes answer carries is bounded the same way
+    _, samples = table.snapshot(history=True)
+    assert sum(len(points) for points in samples.values()) == total
+    assert len(json.dumps(samples)) < MAX_HISTORY_POINTS * 60
 
 
 def _reason() -> Any:

@@ -23,6 +23,11 @@ MAX_PROCESSES = MAX_LIVE + MAX_ENDED
 #: so a replay of their reports cannot bring them back.
 REMEMBER_ENDED = 4096
 HISTORY = 1200  # samples kept per process (lanes, copy-on-access detection)
+#: Lane points kept across all processes (~170 B each in the table, ~46 B in a full
+#: ``get_processes`` answer): 512 processes x ``HISTORY`` would be 614,400. Beyond it the
+#: longest histories lose their oldest points, down to 95% of the cap (counted in
+#: ``history_dropped``); 80 processes keep their full history.
+MAX_HISTORY_POINTS = 96_000
 MAX_PENDING = 256  # unpublished samples per process; older ones are dropped and counted
 
 #: One lane point: (kernel time, rss, uss or None, device bytes allocated in total).
@@ -82,6 +87,8 @@ class ProcessTable:
         self.malformed = 0
         self.stale = 0
         self.processes_dropped = 0  # reports of new processes turned away (MAX_LIVE)
+        self.history_dropped = 0  # lane points trimmed for MAX_HISTORY_POINTS
+        self._points = 0  # lane points kept, all processes together
         self.changed = False
         self._cell_open = False
         self._live = 0
@@ -118,6 +125,8 @@ class ProcessTable:
                 proc = Proc(key, report["pid"], report["ppid"], report["host"], remote)
                 proc.started = report["t"]
                 proc.cell_born = self._cell_open
+                replaced = self.procs.get(key)  # an ended process whose pid came again
+                self._points -= len(replaced.history) if replaced is not None else 0
                 self.procs[key] = proc
                 self._gone.pop(key, None)
                 self._live += 1
@@ -158,12 +167,35 @@ class ProcessTable:
             proc.dataset = r["dataset"]
         device_total = sum(f["allocated"] for f in r["dev"].values())
         point: Point = (r["t"], mem["rss"], mem["uss"], device_total)
+        if len(proc.history) < HISTORY:  # a full deque drops its oldest itself
+            self._points += 1
         proc.history.append(point)
+        if self._points > MAX_HISTORY_POINTS:
+            self._trim_history()
         proc.pending.append(point)
         if len(proc.pending) > MAX_PENDING:
             del proc.pending[: len(proc.pending) - MAX_PENDING]
         if self._cell_open:
             self._cell_update(proc, peak_rss if proc.cell_born else mem["rss"], mem)
+
+    def _trim_history(self) -> None:
+        """Cut the longest histories (oldest points first) to one length, so that all
+        together keep at most 95% of ``MAX_HISTORY_POINTS``: amortised, a trim every ~5%."""
+        target = MAX_HISTORY_POINTS * 95 // 100
+        lengths = sorted((len(p.history) for p in self.procs.values()), reverse=True)
+        # the largest per-process length L with sum(min(len, L)) <= target
+        rest, limit = sum(lengths), 0
+        for count, length in enumerate(lengths, start=1):
+            rest -= length  # the points of the shorter ones, kept whole
+            limit = (target - rest) // count
+            if limit >= (lengths[count] if count < len(lengths) else 0):
+                break
+        for proc in self.procs.values():
+            over = len(proc.history) - max(limit, 1)
+            for _ in range(max(over, 0)):
+                proc.history.popleft()
+            self.history_dropped += max(over, 0)
+            self._points -= max(over, 0)
 
     def _cell_update(self, proc: Proc, rss: int, mem: wire.HostMemory) -> None:
         peak = proc.cell_peak
@@ -202,6 +234,7 @@ class ProcessTable:
         ended = sorted((p for p in self.procs.values() if p.ended), key=lambda p: p.ended or 0)
         for proc in ended[:over]:
             del self.procs[proc.key]
+            self._points -= len(proc.history)
             self._gone[proc.key] = proc.last_t
             self._gone.move_to_end(proc.key)
         while len(self._gone) > REMEMBER_ENDED:
@@ -275,6 +308,7 @@ class ProcessTable:
                 "malformed": self.malformed,
                 "stale": self.stale,
                 "processes_dropped": self.processes_dropped,
+                "history_dropped": self.history_dropped,
             }
 
     def snapshot(self, history: bool) -> tuple[list[dict[str, Any]], dict[str, list[Any]]]:
