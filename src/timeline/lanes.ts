@@ -1,6 +1,7 @@
 /**
  * The timeline's process lanes (issue 13): one small lane per child process or rank of the
- * notebook's kernel, under the plot and on its time axis. This model mirrors the session's
+ * notebook's kernel, under the plot and on its time axis; a cell's ended DataLoader workers
+ * share one lane, as they share one row of the Processes section (./processes/fold.ts). This model mirrors the session's
  * processes model (src/processes/, shared with the Processes section) into min/max series per
  * lane, fed incrementally from each `processes` message, and builds the visible window of every
  * lane downsampled per lane, so the cost of an update does not grow with the history kept.
@@ -15,6 +16,7 @@ import {
   type ISamplesApplied,
   type ProcessesModel
 } from '../processes/model';
+import { foldProcesses } from '../processes/fold';
 import { acquireProcesses, releaseProcesses } from '../processes/shared';
 import type { IProcessInfo, ProcessPoint } from '../protocol';
 import type { IMemorySession } from '../tokens';
@@ -32,10 +34,11 @@ export type LaneMeasure = 'host' | 'device';
 
 /** One lane of the visible window. */
 export interface ILane {
+  /** The process key, or `ended-workers:<cell>` for a cell's ended workers folded. */
   key: string;
-  /** "DataLoader worker 0", "rank 1", "child pid 1234". */
+  /** "DataLoader worker 0", "rank 1", "child pid 1234", "6 ended workers of cell [3]". */
   role: string;
-  /** The exit reason once it ended ("exit code 0", ...), else null. */
+  /** How it ended once it did ("exit code 0"; a fold's "5 exit code 0, 1 killed"), else null. */
   exit: string | null;
   oom: boolean;
   /** The lane's line: USS where read (else RSS) for `host`, device bytes for `device`. */
@@ -112,37 +115,27 @@ export class ProcessLanes implements IDisposable {
     const measure: LaneMeasure = kind === 'cpu' ? 'host' : 'device';
     const lanes: ILane[] = [];
     let max = 0;
-    for (const proc of this._order) {
-      const series = this._series.get(proc.key);
-      if (!series) {
+    // a cell's ended workers fold into one lane, as into one row of the Processes section
+    for (const row of foldProcesses(this._order)) {
+      const members = row.processes
+        .map(p => this._series.get(p.key))
+        .filter((s): s is Private.LaneSeries => !!s);
+      if (!members.length) {
         continue;
       }
-      const hasUss = measure === 'host' && series.uss.length > 0;
-      const line =
-        measure === 'device' ? series.dev : hasUss ? series.uss : series.rss;
       const draw = lanes.length >= drawn[0] && lanes.length < drawn[1];
-      const main = draw
-        ? line.downsample(t0, t1, buckets, true)
-        : Private.NOTHING;
-      const muted = !hasUss
-        ? null
-        : draw
-          ? series.rss.downsample(t0, t1, buckets, true)
-          : Private.NOTHING;
-      const peak = Math.max(
-        Private.maxIn(line, t0, t1),
-        hasUss ? Private.maxIn(series.rss, t0, t1) : 0
-      );
-      max = Math.max(max, peak);
+      const lane = Private.lane(members, measure, draw, t0, t1, buckets);
+      max = Math.max(max, lane.peak);
       lanes.push({
-        key: proc.key,
-        role: proc.role,
-        exit: proc.ended !== null ? (proc.exit ?? 'ended') : null,
-        oom: proc.oom,
-        main,
-        muted,
-        now: line.lastValue,
-        peak
+        key: row.key,
+        role: row.role,
+        exit: !row.ended
+          ? null
+          : row.processes.length > 1
+            ? row.state // "5 exit code 0, 1 killed by SIGKILL"
+            : (row.processes[0].exit ?? 'ended'),
+        oom: row.oom,
+        ...lane
       });
     }
     return { measure, lanes, max };
@@ -234,7 +227,79 @@ namespace Private {
       }
     }
 
+    /** The newest sample's time (-Infinity: none). */
+    get last(): number {
+      return this._last;
+    }
+
     private _last = -Infinity;
+  }
+
+  /**
+   * The drawn part of a lane over `[t0, t1]` from its processes' series (one, or a fold's):
+   * each member's line downsampled (when `draw`), a fold's one after another with a gap
+   * between them; the peak is the most any member held in the window, `now` the newest
+   * member's last value.
+   */
+  export function lane(
+    members: LaneSeries[],
+    measure: LaneMeasure,
+    draw: boolean,
+    t0: number,
+    t1: number,
+    buckets: number
+  ): Pick<ILane, 'main' | 'muted' | 'now' | 'peak'> {
+    const mains: IPoints[] = [];
+    const muteds: IPoints[] = [];
+    let peak = 0;
+    let now = NaN;
+    let newest = -Infinity;
+    let anyUss = false;
+    for (const series of members) {
+      const hasUss = measure === 'host' && series.uss.length > 0;
+      anyUss = anyUss || hasUss;
+      const line =
+        measure === 'device' ? series.dev : hasUss ? series.uss : series.rss;
+      if (draw) {
+        mains.push(line.downsample(t0, t1, buckets, true));
+        if (hasUss) {
+          muteds.push(series.rss.downsample(t0, t1, buckets, true));
+        }
+      }
+      peak = Math.max(
+        peak,
+        maxIn(line, t0, t1),
+        hasUss ? maxIn(series.rss, t0, t1) : 0
+      );
+      if (series.last >= newest) {
+        newest = series.last;
+        now = line.lastValue;
+      }
+    }
+    return {
+      main: draw ? joined(mains) : NOTHING,
+      muted: !anyUss ? null : draw ? joined(muteds) : NOTHING,
+      now,
+      peak
+    };
+  }
+
+  /** Lines one after another, a NaN gap between two (one line: itself). */
+  export function joined(parts: IPoints[]): IPoints {
+    if (parts.length === 1) {
+      return parts[0];
+    }
+    const n = parts.reduce((sum, p) => sum + p.t.length + 1, 0);
+    const out = { t: new Float64Array(n), v: new Float64Array(n) };
+    let i = 0;
+    for (const p of parts) {
+      out.t.set(p.t, i);
+      out.v.set(p.v, i);
+      i += p.t.length;
+      out.t[i] = i > 0 ? out.t[i - 1] : 0;
+      out.v[i++] = NaN; // a gap: the next member's line starts afresh
+    }
+    return out;
   }
 
   export const NOTHING: IPoints = {

@@ -149,6 +149,56 @@ describe('ProcessLanes', () => {
   });
 });
 
+describe('ProcessLanes folding (issue 22)', () => {
+  it("folds a cell's ended workers into one lane: every member's line, their peak", () => {
+    const session = new FakeSession();
+    const lanes = new ProcessLanes();
+    lanes.setSession(asSession(session));
+    // two epochs of a loader without persistent workers: workers 0-1, then 2-3, all ended
+    const ended = (i: number) =>
+      proc(i, { ended: T0 + 100, exit: 'exit code 0' });
+    const samples = {
+      'vm:10': points(300, 300),
+      'vm:11': points(300, 350),
+      'vm:12': points(300, 400, 300),
+      'vm:13': points(300, 450, 300),
+      'vm:14': points(600, 100)
+    };
+    const running = proc(4, { cell: 3, role: 'DataLoader worker 0' });
+    emit(
+      session,
+      message([running, ended(0), ended(1), ended(2), ended(3)], samples)
+    );
+    expect(lanes.count).toBe(5); // the toggle still counts processes
+    const fig = lanes.build(T0, T0 + 60, 50, 'cpu');
+    expect(fig.lanes.map(l => [l.role, l.exit])).toEqual([
+      ['DataLoader worker 0', null],
+      ['4 ended workers of cell [2]', 'exit code 0']
+    ]);
+    const fold = fig.lanes[1];
+    expect(fold.key).toBe('ended-workers:2');
+    // ground truth: the largest RSS any of the four held in the window
+    const all = ['vm:10', 'vm:11', 'vm:12', 'vm:13'].flatMap(
+      k => samples[k as keyof typeof samples]
+    );
+    expect(fold.peak).toBe(Math.max(...all.map(p => p[1])));
+    expect(fig.max).toBe(fold.peak);
+    // each member's line, one after another: a gap after each, no line drawn across
+    const gaps = Array.from(fold.main.v).filter(v => v !== v).length;
+    expect(gaps).toBeGreaterThanOrEqual(4);
+    const drawn = Array.from(fold.main.t).filter(
+      (_, i) => fold.main.v[i] === fold.main.v[i]
+    );
+    expect(Math.min(...drawn)).toBe(T0); // the first epoch's workers ...
+    expect(Math.max(...drawn)).toBeGreaterThan(T0 + 55); // ... and the second's
+    expect(fold.muted).not.toBeNull();
+    // the newest member's last USS is the lane's value now
+    const lastUss = samples['vm:13'].filter(p => p[2] !== null).pop()![2];
+    expect(fold.now).toBe(lastUss);
+    lanes.dispose();
+  });
+});
+
 describe('TimelineView process lanes', () => {
   let view: TimelineView;
   afterEach(() => view?.dispose());

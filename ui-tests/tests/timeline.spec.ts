@@ -180,6 +180,64 @@ test.describe('live timeline (issue 3)', () => {
       await expect(tooltip).toBeHidden();
     });
 
+    await test.step('a drag zooms in; a double-click shows all data; the pane stays open', async () => {
+      const panel = page.locator('#vramscope-panel');
+      const plot = panel.locator('.vramscope-Timeline-plot');
+      const toggle = panel.locator(
+        '.vramscope-Section-toggle[data-section="Timeline"]'
+      );
+      await expect(toggle).toHaveAttribute('aria-expanded', 'true');
+      const xRange = () =>
+        plot.evaluate((gd: any) =>
+          (gd._fullLayout?.xaxis?.range ?? []).map(Number)
+        );
+      const span = async () => ({
+        first: Number(await timeline.getAttribute('data-first-x')),
+        last: Number(await timeline.getAttribute('data-last-x'))
+      });
+      await plot.evaluate(el => el.scrollIntoView({ block: 'center' }));
+      const area = (await plot.locator('.nsewdrag').first().boundingBox())!;
+      const y = area.y + area.height / 2;
+      const [before0, before1] = await xRange();
+      // a drag inside the pane's body: plotly's zoom box
+      await page.mouse.move(area.x + area.width * 0.4, y);
+      await page.mouse.down();
+      await page.mouse.move(area.x + area.width * 0.5, y, { steps: 5 });
+      await page.mouse.move(area.x + area.width * 0.6, y, { steps: 5 });
+      await page.mouse.up();
+      await expect
+        .poll(async () => {
+          const [a, b] = await xRange();
+          return b - a;
+        })
+        .toBeLessThan((before1 - before0) * 0.5);
+      // the drag did not toggle the pane (issue 22: a pane once collapsed after one)
+      await expect(toggle).toHaveAttribute('aria-expanded', 'true');
+      await expect(plot).toBeVisible();
+      // the follow-live control is not covered by a plotly notice
+      await expect(plot.locator('.notifier-note')).toHaveCount(0);
+      const data = await span();
+      expect(data.last).toBeGreaterThan(data.first);
+      await page.mouse.dblclick(area.x + area.width * 0.5, y);
+      // every sample known at the double-click is in the range, from the first one on
+      await expect
+        .poll(async () => {
+          const [a, b] = await xRange();
+          return a <= data.first + 1 && b >= data.last - 1; // 1 ms of rounding
+        })
+        .toBe(true);
+      const [a, b] = await xRange();
+      // all of the data, not a fixed window: at most twice its span (a round step)
+      expect(b - a).toBeLessThanOrEqual(2 * (data.last - data.first) + 2000);
+      await expect(toggle).toHaveAttribute('aria-expanded', 'true');
+      test.info().annotations.push({
+        type: 'double-click',
+        description: `data ${data.first}..${data.last}, range ${a}..${b}`
+      });
+      // back to following live for the next step
+      await panel.locator('.vramscope-Timeline-follow').click();
+    });
+
     await test.step('screenshot while a training loop runs (a test artifact)', async () => {
       // Only the timeline and the cells: collapse the other sections.
       const panel = page.locator('#vramscope-panel');
