@@ -1,17 +1,20 @@
 """Exact CPU peaks over repeated ``vramscope profile`` runs of one unchanged notebook (issue 21).
 
-The notebook and the independent counter are test_exact_peak_cli.py's: a re-run
-``torch.ones(4M)`` cell, a model, its first Adam steps and a steady-state training cell. Runs
-``--runs`` profiles with ``--cpu-peak exact`` (two at a time) and ``--sampled`` with
-``--cpu-peak sampled`` for contrast, and the independent counter (glibc's in-use bytes after
-every op, in a plain Python process) ``--counters`` times. Prints per cell the min, max and
-spread of the peaks, the counter's range, and the baseline alarms ``--tolerance 5%`` would
-raise between any two runs of a kind. ``--overhead N`` also times, in this process, N rounds
-of that notebook's training step with the counter armed against none, next to an A/A control
+``notebook``: the notebook to profile, unchanged (bench/notebooks/gpt2_manual_loop.ipynb is an
+outside workload: a GPT-2 from a config with a manual loop, from the Hugging Face course);
+without it, test_exact_peak_cli.py's own notebook (a re-run ``torch.ones(4M)`` cell, a
+model, its first Adam steps and a steady-state training cell). Runs ``--runs`` profiles with
+``--cpu-peak exact`` (two at a time) and ``--sampled`` with ``--cpu-peak sampled`` for
+contrast, and the independent counter ``--counters`` times: the cells in a plain kernel with
+malloc itself counting its in-use bytes at every malloc and free (test/python/alloc_counter.py,
+malloc_peak.c). Prints per cell the min, max and spread of the peaks, the counter's range and
+the largest gap to it, and the baseline alarms ``--tolerance 5%`` would raise between any two
+runs of a kind. ``--overhead N`` (the built-in notebook only) also times, in this process, N
+rounds of its training step with the exact count armed against none, next to an A/A control
 (none against none), interleaved. ``--record`` writes them to bench/RESULTS.md.
 
-    python bench/exact_peak_runs.py [--runs 20] [--sampled 5] [--counters 3] [--overhead 0]
-                                    [--record]
+    python bench/exact_peak_runs.py [NOTEBOOK] [--runs 20] [--sampled 5] [--counters 3]
+                                    [--overhead 0] [--record]
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from _results import record
 
 ROOT = Path(__file__).resolve().parents[1]
 MIB = 1 << 20
+KIB = 1 << 10
 
 
 def profile(notebook: Path, out: Path, how: str) -> dict[str, Any]:
@@ -87,8 +91,49 @@ def overhead(rounds: int, cells: list[str]) -> str:
     )
 
 
+def builtin_notebook(folder: Path) -> Path:
+    """test_exact_peak_cli.py's notebook, written to ``folder``."""
+    import nbformat
+
+    from test_exact_peak_cli import CELLS
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in CELLS])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
+    notebook = folder / "train.ipynb"
+    nbformat.write(nb, str(notebook))
+    return notebook
+
+
+def cell_lines(how: str, reports: list[dict[str, Any]], heads: list[str], truth: list) -> list[str]:
+    """One line per cell: the peaks' range, spread and kind, the counter's range and the
+    largest gap to it (a cell that stays sampled says so)."""
+    table = [peaks(r) for r in reports]
+    lines = []
+    for index, head in enumerate(heads):
+        values = [row[index][0] for row in table]
+        kinds = sorted({row[index][1] for row in table})
+        low, high = min(values), max(values)
+        spread = f"{(high - low) / low:.2%}" if low else "-"
+        line = (
+            f"{how}, cell {index + 1} (`{head[:40]}`): peak {low / MIB:.3f}-{high / MIB:.3f} "
+            f"MiB (spread {spread}; {'/'.join(kinds)})"
+        )
+        counted = [c[index][0] for c in truth]
+        if counted and how == "exact" and kinds == ["sampled"]:  # torch came in during it
+            line += f"; counter {min(counted) / MIB:.3f} MiB (not comparable: VmHWM is pages)"
+        elif counted:
+            gap = max(abs(v - t) for v in values for t in counted)
+            line += (
+                f"; counter {min(counted) / MIB:.3f}-{max(counted) / MIB:.3f} MiB, largest gap "
+                f"{gap / KIB:.0f} KiB ({gap / min(counted):.2%})"
+            )
+        lines.append(line)
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("notebook", nargs="?", type=Path, help="profiled unchanged")
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--sampled", type=int, default=5)
     parser.add_argument("--counters", type=int, default=3)
@@ -98,14 +143,11 @@ def main() -> None:
     sys.path.insert(0, str(ROOT / "test" / "python"))
     import nbformat
 
-    from test_exact_peak_cli import CELLS, COUNTER
+    from alloc_counter import cell_peaks
 
     with tempfile.TemporaryDirectory(prefix="vramscope-exact-") as tmp:
         folder = Path(tmp)
-        nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in CELLS])
-        nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
-        notebook = folder / "train.ipynb"
-        nbformat.write(nb, str(notebook))
+        notebook = args.notebook.resolve() if args.notebook else builtin_notebook(folder)
         jobs = [("exact", i) for i in range(args.runs)] + [
             ("sampled", i) for i in range(args.sampled)
         ]
@@ -115,50 +157,30 @@ def main() -> None:
                     lambda j: (j[0], profile(notebook, folder / f"{j[0]}{j[1]}.json", j[0])), jobs
                 )
             )
-        counters = [
-            json.loads(
-                subprocess.run(
-                    [sys.executable, "-c", COUNTER, str(notebook)],
-                    capture_output=True,
-                    text=True,
-                    check=True,
-                )
-                .stdout.strip()
-                .splitlines()[-1]
-            )
-            for _ in range(args.counters)
-        ]
+        truth = [cell_peaks(notebook) for _ in range(args.counters)]
+    cells = nbformat.read(str(notebook), as_version=4).cells
+    heads = [c.source.splitlines()[0] for c in cells if c.cell_type == "code"]
+    name = notebook.name if args.notebook else "test_exact_peak_cli.py's notebook"
     lines = [
         f"{args.runs} `vramscope profile` runs with --cpu-peak exact and {args.sampled} with "
-        f"--cpu-peak sampled of test_exact_peak_cli.py's notebook (two runs at a time), and "
-        f"{args.counters} runs of its independent counter (glibc in-use after every op)"
+        f"--cpu-peak sampled of {name} (two runs at a time), and {args.counters} runs of the "
+        f"independent counter (malloc's in-use bytes counted at every malloc and free, in a "
+        f"plain kernel)"
     ]
     for how in ("exact", "sampled"):
         reports = [r for h, r in done if h == how]
-        if not reports:
-            continue
-        table = [peaks(r) for r in reports]
-        for index, head in enumerate(CELLS):
-            values = [row[index][0] for row in table]
-            kinds = sorted({row[index][1] for row in table})
-            low, high = min(values), max(values)
-            truth = [c[index] for c in counters if c[index] is not None]
-            spread = f"{(high - low) / low:.2%}" if low else "-"
-            line = (
-                f"{how}, cell {index + 1} (`{head.splitlines()[0][:40]}`): peak "
-                f"{low / MIB:.3f}-{high / MIB:.3f} MiB (spread {spread}; {'/'.join(kinds)})"
+        if reports:
+            lines += cell_lines(how, reports, heads, truth)
+            lines.append(
+                f"{how}: baseline alarms at --tolerance 5% between any two runs: {alarms(reports)}"
             )
-            if truth:
-                line += f"; counter {min(truth) / MIB:.3f}-{max(truth) / MIB:.3f} MiB"
-            lines.append(line)
-        lines.append(
-            f"{how}: baseline alarms at --tolerance 5% between any two runs: {alarms(reports)}"
-        )
-    if args.overhead:
+    if args.overhead and not args.notebook:
+        from test_exact_peak_cli import CELLS
+
         lines.append(overhead(args.overhead, CELLS))
     print("\n".join(lines))
     if args.record:
-        record("exact_peak_runs", lines)
+        record("exact_peak_runs" + (f": {name}" if args.notebook else ""), lines)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,8 @@ MIN_SAMPLE_HZ = 0.5
 MAX_SAMPLE_HZ = 50.0
 #: Samples the kernel's ring buffer may keep (each sample ~0.3-0.7 KB: at most ~0.7 GB).
 MAX_HISTORY_LIMIT = 1_000_000
+#: The longest slice of the holders scan a setting may ask for (the panel's setting: 1..60,000).
+MAX_INSIGHT_BUDGET_MS = 60_000.0
 
 
 def default_settings() -> Settings:
@@ -52,8 +54,8 @@ def apply_settings(current: Settings, patch: Mapping[str, Any]) -> Settings:
         new["insight"] = flag
     if "insight_budget_ms" in patch:
         budget = patch["insight_budget_ms"]
-        if not is_finite_number(budget) or budget < 0:
-            raise _bad("insight_budget_ms", budget, "a number >= 0")
+        if not is_finite_number(budget) or not 0 <= budget <= MAX_INSIGHT_BUDGET_MS:
+            raise _bad("insight_budget_ms", budget, f"a number 0..{MAX_INSIGHT_BUDGET_MS:,.0f}")
         new["insight_budget_ms"] = float(budget)
     if "history_limit" in patch:
         limit = patch["history_limit"]

@@ -12,7 +12,13 @@ import pytest
 
 from vramscope.devices import CpuDevice
 from vramscope.protocol import ProtocolError
-from vramscope.settings import apply_settings, default_settings
+from vramscope.settings import (
+    MAX_HISTORY_LIMIT,
+    MAX_INSIGHT_BUDGET_MS,
+    MAX_SAMPLE_HZ,
+    apply_settings,
+    default_settings,
+)
 
 SCHEMA = json.loads((Path(__file__).parents[2] / "schema" / "plugin.json").read_text())
 #: schema property -> kernel setting (src/model/settings.ts kernelSettings)
@@ -36,6 +42,22 @@ def test_schema_defaults_and_choices_are_the_kernels() -> None:
     assert props["cpuPeak"]["enum"] == ["sampled", "exact"]
     with pytest.raises(ProtocolError):
         apply_settings(defaults, {"cpu_peak": "fast"})
+
+
+def test_every_number_setting_has_an_upper_bound_the_schema_keeps_within() -> None:
+    """The kernel refuses what the panel could never send, and takes the panel's maximum."""
+    props, defaults = SCHEMA["properties"], default_settings()
+    for prop, key, top in (
+        ("sampleHz", "sample_hz", MAX_SAMPLE_HZ),
+        ("insightBudgetMs", "insight_budget_ms", MAX_INSIGHT_BUDGET_MS),
+    ):
+        assert props[prop]["maximum"] == top, prop
+        assert apply_settings(defaults, {key: props[prop]["maximum"]})[key] == top  # type: ignore[literal-required]
+        for bad in (top * 1.5, 1e300, float("inf")):
+            with pytest.raises(ProtocolError, match=key):
+                apply_settings(defaults, {key: bad})
+    with pytest.raises(ProtocolError, match="history_limit"):
+        apply_settings(defaults, {"history_limit": MAX_HISTORY_LIMIT + 1})
 
 
 @pytest.mark.skipif(CpuDevice().source != "mallinfo2", reason="exact peaks need glibc mallinfo2")

@@ -32,8 +32,10 @@ def summary_lines(report: Mapping[str, Any], device: str, notebook: str) -> list
     ]
     worst = [r for r in worst_cells(report, "peak", 50) if r.device == device][:3]
     for r in worst:
+        how = ((r.cell.get("devices") or {}).get(device) or {}).get("peak_source")
+        kind = f"{how} peak" if how in ("exact", "sampled") else "peak"
         lines.append(
-            f"  largest peak: {cell_name(r.cell)}: peak {fmt_bytes(r.peak, signed=True)}, "
+            f"  largest peak: {cell_name(r.cell)}: {kind} {fmt_bytes(r.peak, signed=True)}, "
             f"delta {fmt_bytes(r.delta, signed=True)}"
         )
     return lines

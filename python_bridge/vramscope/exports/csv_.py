@@ -1,5 +1,9 @@
 """CSV exports: one row per (cell, device); the samples as a second table.
 
+``peak_source`` says how a row's peak was found: ``exact`` (counted op by op) or ``sampled``
+(CPU rows of protocol 1.1 and later); empty where the record has none (CUDA and MPS peaks
+come from their allocators' own peak statistics).
+
 Text fields that a spreadsheet would evaluate (``= + - @``, tab, CR first) get a leading
 ``'`` (escape.csv_cell); numbers stay numbers.
 """
@@ -26,6 +30,7 @@ CELL_COLUMNS = (
     "after_bytes",
     "delta_bytes",
     "peak_delta_bytes",
+    "peak_source",
     "code_head",
 )
 SAMPLE_FIELDS = ("used", "reserved", "peak", "device_used", "device_total")
@@ -54,7 +59,7 @@ def render_cells_csv(report: Mapping[str, Any]) -> str:
         ]
         devices = cell.get("devices") or {}
         if not devices:
-            rows.append([*head, None, None, None, None, None, cell.get("code_head")])
+            rows.append([*head, *[None] * 6, cell.get("code_head")])
         for device, d in devices.items():
             rows.append(
                 [
@@ -64,6 +69,7 @@ def render_cells_csv(report: Mapping[str, Any]) -> str:
                     d.get("after_bytes"),
                     d.get("delta_bytes"),
                     d.get("peak_delta_bytes"),
+                    d.get("peak_source"),
                     cell.get("code_head"),
                 ]
             )

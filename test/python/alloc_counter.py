@@ -1,0 +1,108 @@
+"""An independent ground truth for per-cell CPU peaks (issue 21): the notebook's cells run in a
+plain kernel (no vramscope) with malloc_peak.c preloaded, which counts the in-use bytes of
+every malloc'd block inside the allocator itself. A cell's peak is that count's high-water
+mark during the cell minus its value at the cell's start: every allocation and free is seen,
+inside an op too (a reading of glibc after each op misses those), and the cells run in a
+kernel as ``vramscope profile`` runs them (a plain ``exec`` in a script gave one training cell
+1 MiB less than every kernel: the first matmuls keep a different amount of BLAS workspace).
+
+Before the first cell after torch is imported, one op runs under an empty ``TorchDispatchMode``
+(the first op under a Python mode imports ~800 modules, ~24 MiB, which vramscope's exact
+count does when it is first armed): without it a plain kernel pays that import inside the
+first cell that happens to need it (``torch.optim.Adam(...)``). Needs glibc and a C compiler.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import nbformat
+from jupyter_client.manager import KernelManager
+
+SOURCE = Path(__file__).with_name("malloc_peak.c")
+_BUILT: dict[str, Path] = {}
+
+SETUP = (
+    "import ctypes as _c; _L = _c.CDLL(None)\n"
+    "_L.mallocpeak_current.restype = _L.mallocpeak_peak.restype = _c.c_longlong"
+)
+WARM = (
+    "import sys as _s\n"
+    "if 'torch' in _s.modules and not globals().get('_warm'):\n"
+    "    from torch.utils._python_dispatch import TorchDispatchMode as _M\n"
+    "    class _Empty(_M):\n"
+    "        def __torch_dispatch__(self, f, t, a=(), k=None): return f(*a, **(k or {}))\n"
+    "    with _Empty(): _s.modules['torch'].ones(1).add(1)\n"
+    "    _warm = True\n"
+    "_S = _L.mallocpeak_current(); _L.mallocpeak_reset()"
+)
+READ = "__import__('json').dumps([_L.mallocpeak_peak() - _S, _L.mallocpeak_current() - _S])"
+
+
+def available() -> bool:
+    """glibc (mallinfo2's allocator) and a C compiler to build the counter."""
+    import ctypes
+
+    return shutil.which("cc") is not None and hasattr(ctypes.CDLL(None), "mallinfo2")
+
+
+def library() -> Path:
+    """malloc_peak.c built once per process (into a temporary folder)."""
+    if "lib" not in _BUILT:
+        out = Path(tempfile.mkdtemp(prefix="malloc-peak-")) / "libmallocpeak.so"
+        subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", str(out), str(SOURCE)], check=True)
+        _BUILT["lib"] = out
+    return _BUILT["lib"]
+
+
+def cell_peaks(notebook: Path, timeout: float = 600) -> list[tuple[int, int]]:
+    """Per code cell of ``notebook``: (peak rise, net change) of malloc's in-use bytes, run
+    in a plain kernel started in the notebook's folder. Raises if a cell fails."""
+    nb = nbformat.read(str(notebook), as_version=4)
+    cells = [c.source for c in nb.cells if c.cell_type == "code"]
+    env = dict(os.environ, LD_PRELOAD=str(library()))
+    km = KernelManager(kernel_name="python3")
+    km.start_kernel(env=env, cwd=str(notebook.parent))
+    kc = km.client()
+    kc.start_channels()
+    try:
+        kc.wait_for_ready(timeout=60)
+        _run(kc, SETUP, timeout, silent=True)
+        peaks: list[tuple[int, int]] = []
+        for code in cells:
+            _run(kc, WARM, timeout, silent=True)
+            _run(kc, code, timeout)
+            reply = _run(kc, "", timeout, silent=True, expressions={"v": READ})
+            value = reply["content"]["user_expressions"]["v"]["data"]["text/plain"]
+            peak, net = json.loads(ast.literal_eval(value))
+            peaks.append((peak, net))
+        return peaks
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+
+
+def _run(
+    kc: object,
+    code: str,
+    timeout: float,
+    silent: bool = False,
+    expressions: dict[str, str] | None = None,
+) -> dict:
+    msg_id = kc.execute(  # type: ignore[attr-defined]
+        code, silent=silent, store_history=not silent, user_expressions=expressions or {}
+    )
+    while True:
+        reply: dict = kc.get_shell_msg(timeout=timeout)  # type: ignore[attr-defined]
+        if reply["parent_header"].get("msg_id") == msg_id:
+            break
+    if reply["content"]["status"] != "ok":
+        content = reply["content"]
+        raise RuntimeError(f"{code[:60]!r}: {content.get('ename')}: {content.get('evalue')}")
+    return reply
