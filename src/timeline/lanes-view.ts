@@ -234,8 +234,9 @@ namespace Private {
         return;
       }
       this._text = text;
-      this._name.textContent = lane.role;
-      this._value.textContent = value;
+      // cut with an ellipsis in a narrow panel: each says all of itself on hover
+      this._name.textContent = this._name.title = lane.role;
+      this._value.textContent = this._value.title = value;
       this.node.style.paddingLeft = `${area.left}px`;
       this.node.style.width = `${area.left + area.width}px`;
       this.node.title = `${lane.role}: ${what}${lane.exit !== null ? `; ${lane.exit}` : ''}`;

@@ -151,12 +151,16 @@ test.describe('processes (issue 13)', () => {
       const finding = section.locator('.vramscope-Processes-finding');
       await expect(finding).toContainText('train_words', { timeout: 20_000 });
       await expect(finding.locator('li').first()).toContainText('numpy array');
-      // ended lanes stay, with how they ended
+      // the ended lanes stay, folded into one as in the table, with how they ended
+      const endedLanes = lanes.locator(
+        '.vramscope-TimelineLanes-lane.vramscope-mod-ended'
+      );
+      await expect(endedLanes).toHaveCount(1);
       await expect(
-        lanes.locator('.vramscope-TimelineLanes-lane.vramscope-mod-ended')
-      ).toHaveCount(2);
+        endedLanes.locator('.vramscope-TimelineLanes-name')
+      ).toHaveText('2 ended workers of cell [2]');
       await expect(
-        lanes.locator('.vramscope-TimelineLanes-value').first()
+        endedLanes.locator('.vramscope-TimelineLanes-value')
       ).toHaveText(/exit code 0|exited/);
       await section.screenshot({ path: screenshotPath('processes.png') });
       await timeline.screenshot({
@@ -178,6 +182,17 @@ test.describe('processes (issue 13)', () => {
       await expect(section.locator('.vramscope-Processes-laneRow')).toHaveCount(
         2
       );
+      // the timeline folds them too: a lane per fold, named as its row
+      await expect(lanes.locator('.vramscope-TimelineLanes-name')).toHaveText([
+        '6 ended workers of cell [3]',
+        '2 ended workers of cell [2]'
+      ]);
+      await expect(lanes.locator('canvas')).toHaveAttribute('data-lanes', '2');
+      await expect(toggle).toHaveText(/8 processes/);
+      const foldLane = lanes.locator('.vramscope-TimelineLanes-lane').first();
+      expect(
+        Number(await foldLane.getAttribute('data-points'))
+      ).toBeGreaterThan(1);
       // the fold's lane holds the six workers' points
       const lane = section
         .locator('.vramscope-Processes-laneRow')
@@ -188,8 +203,10 @@ test.describe('processes (issue 13)', () => {
       );
       await page.sidebar.setWidth(250, 'right');
       await expect.poll(() => panelWidth(page)).toBeLessThan(265);
-      await expandSection(panel, 'Timeline', false);
+      // the Processes pane and the Timeline with its lanes, nothing clipped or overlapping
       await expandSection(panel, 'Cells', false);
+      expect(await layoutProblems(page, ['Processes', 'Timeline'])).toEqual([]);
+      await expandSection(panel, 'Timeline', false);
       expect(await layoutProblems(page, ['Processes'])).toEqual([]);
       // Now and Peak side by side, apart
       const first = rows.first();
@@ -201,6 +218,11 @@ test.describe('processes (issue 13)', () => {
         .boundingBox())!;
       expect(now.x + now.width).toBeLessThanOrEqual(peak.x + 0.5);
       await section.screenshot({ path: screenshotPath('processes-250.png') });
+      // and wide
+      await page.sidebar.setWidth(620, 'right');
+      await expect.poll(() => panelWidth(page)).toBeGreaterThan(600);
+      await expandSection(panel, 'Timeline');
+      expect(await layoutProblems(page, ['Processes', 'Timeline'])).toEqual([]);
     });
   });
 });
