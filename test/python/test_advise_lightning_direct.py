@@ -106,3 +106,24 @@ def test_insight_and_cards_are_the_lightning_modules(k: KernelHarness) -> None:
     # the predictions rest on the child's measured rows: what one forward of 32 saves
     acc = by_id["lightning:accumulate:2"]["predicted"]
     assert acc["activation_bytes_before"] == pytest.approx(value(k, "_gt_saved()"), rel=0.02)
+
+
+def test_a_child_called_inside_the_modules_own_forward_is_not_measured_apart(
+    k: KernelHarness,
+) -> None:
+    """Inside the LightningModule's own forward its children are nested calls: only the
+    module is measured (a second call, its graph freed, is not measured again, nor its child
+    apart); the child called on its own is."""
+    k.run_ok(
+        "class Whole(Lit):\n"
+        "    def forward(self, x):\n"
+        "        return self.net(x)\n"
+        "whole = Whole()\nx8 = torch.randn(8, 32, 64)",
+        "whole-setup",
+    )
+    roots = "[type(m).__name__ for m in vramscope.runtime.get_runtime().insight._engine"
+    roots += ".tracker.measured_roots()]"
+    k.run_ok("for _ in range(2):\n    whole(x8).sum().backward()", "whole-steps")
+    assert value(k, roots) == ["Whole"]
+    k.run_ok("c = whole.net(x8)", "child-forward")
+    assert value(k, roots) == ["Net"]

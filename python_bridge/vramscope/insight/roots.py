@@ -57,6 +57,9 @@ class RootWatch:
         self.compiled: weakref.WeakSet[Any] = weakref.WeakSet()
         #: id(module) -> (pre, post) called from its hooks after the tracker's (step watch)
         self._followers: dict[int, tuple[FollowPre, PostHook]] = {}
+        #: id(child of a LightningModule) -> id(that module); forwards running, by id
+        self._nested_in: dict[int, int] = {}
+        self._running: dict[int, int] = {}
 
     def install(self) -> None:
         if not self._registration:
@@ -76,6 +79,8 @@ class RootWatch:
             post.remove()
         self._hooks.clear()
         self._followers.clear()
+        self._nested_in.clear()
+        self._running.clear()
 
     def follow(self, module: torch.nn.Module, pre: FollowPre, post: PostHook) -> Callable[[], None]:
         """Call ``pre(module, args)`` and ``post(module, args, output)`` from ``module``'s
@@ -113,12 +118,16 @@ class RootWatch:
                 continue
             for module in forward_roots(value):
                 if not self.watched(module) and not is_compiled(module):
-                    self._add(module)
+                    if module is value:
+                        self._add(module)
+                    else:
+                        self._add_nested(value, module)
 
     def prune(self) -> set[int]:
         """Forget dead modules; returns the ids still watched."""
         for mid in [m for m, entry in self._hooks.items() if entry[0]() is None]:
             del self._hooks[mid]
+            self._nested_in.pop(mid, None)
         return set(self._hooks)
 
     # -- the registration hook (inside the user's model construction: never raise) ------
@@ -134,7 +143,7 @@ class RootWatch:
                     self._remove(submodule)
                 self._children.add(submodule)
                 if trains_by_step(module):  # its training_step may call the child itself
-                    self._add(submodule)
+                    self._add_nested(module, submodule)
                 if not self.watched(module) and module not in self._children:
                     self._add(module)
         except Exception:
@@ -148,6 +157,16 @@ class RootWatch:
         except Exception:
             pass
         return None
+
+    def _add_nested(self, parent: torch.nn.Module, child: torch.nn.Module) -> None:
+        """Hooks on ``child`` of a LightningModule: measured when called on its own, a nested
+        call (neither measured apart nor counted) while ``parent``'s forward runs."""
+        self._add(child)
+        self._nested_in[id(child)] = id(parent)
+
+    def _nested(self, module: torch.nn.Module) -> bool:
+        parent = self._nested_in.get(id(module))
+        return parent is not None and self._running.get(parent, 0) > 0
 
     def _add(self, module: torch.nn.Module) -> None:
         self._remove(module)
@@ -170,18 +189,28 @@ class RootWatch:
             return  # traced by Dynamo: nothing in the graph
         if _tracing_state() is not None:
             return  # torch.jit.trace: its tracer would warn about our reads
-        self._pre(module, args, kwargs)
-        follower = self._followers.get(id(module))
+        mid = id(module)
+        self._running[mid] = self._running.get(mid, 0) + 1
+        if not self._nested(module):
+            self._pre(module, args, kwargs)
+        follower = self._followers.get(mid)
         if follower is not None:
             follower[0](module, args)
 
     def _on_post(self, module: torch.nn.Module, args: Any, output: Any) -> None:
         if torch.compiler.is_compiling() or _tracing_state() is not None:
             return
-        follower = self._followers.get(id(module))
+        mid = id(module)
+        follower = self._followers.get(mid)
         if follower is not None:
             follower[1](module, args, output)
-        self._post(module, args, output)
+        if not self._nested(module):
+            self._post(module, args, output)
+        left = self._running.get(mid, 1) - 1
+        if left > 0:
+            self._running[mid] = left
+        else:
+            self._running.pop(mid, None)
 
 
 _tracing_state = torch._C._get_tracing_state
