@@ -180,6 +180,10 @@ export function outcomeCard(o: IOutcome, units: Units): HTMLElement {
   const card = h('li', 'vramscope-Optimize-card vramscope-Optimize-outcome');
   card.dataset.id = o.suggestion_id;
   card.dataset.technique = o.technique;
+  // the kernel's verdict (met, missed, undone, pending; none before protocol 1.2)
+  if (o.verdict) {
+    card.dataset.verdict = o.verdict;
+  }
   const lines = verdicts(o);
   card.classList.toggle(
     'vramscope-mod-missed',
@@ -228,7 +232,8 @@ export function outcomeCard(o: IOutcome, units: Units): HTMLElement {
   }
   card.appendChild(table);
   for (const v of lines) {
-    const line = h('div', 'vramscope-Optimize-verdict', v.text);
+    // a note names the user's objects in code spans (never raw backticks)
+    const line = markdown(h('div', 'vramscope-Optimize-verdict'), v.text);
     line.dataset.key = v.key;
     line.classList.toggle('vramscope-mod-missed', v.missed);
     card.appendChild(line);

@@ -356,3 +356,87 @@ export async function inkedPixels(canvas: Locator): Promise<number> {
     return n;
   });
 }
+
+/** The current notebook's cells: type, source and execution count (null: not run, or markdown). */
+export async function notebookCells(
+  page: IJupyterLabPageFixture
+): Promise<{ type: string; source: string; count: number | null }[]> {
+  return page.evaluate(() =>
+    (window as any).jupyterapp.shell.currentWidget.content.widgets.map(
+      (c: any) => ({
+        type: c.model.type,
+        source: c.model.sharedModel.getSource(),
+        count: c.model.type === 'code' ? c.model.executionCount : null
+      })
+    )
+  );
+}
+
+/** The index of the first cell whose source contains `needle` (fails when none does). */
+export async function cellIndex(
+  page: IJupyterLabPageFixture,
+  needle: string
+): Promise<number> {
+  const index = (await notebookCells(page)).findIndex(c =>
+    c.source.includes(needle)
+  );
+  expect(index, `a cell containing ${needle}`).toBeGreaterThanOrEqual(0);
+  return index;
+}
+
+/** Run the notebook's cell `index` as it is and wait until it has finished. */
+export async function runCell(
+  page: IJupyterLabPageFixture,
+  index: number
+): Promise<void> {
+  await debuggerAnswered(page); // the previous cell's: see watchDebugRequests
+  await page.notebook.runCell(index, { inplace: true });
+}
+
+/**
+ * Open the vramscope panel (at the right sidebar's width as it is: the default one unless a
+ * test set it), wait until it is connected, close the panes `close` and open Optimize (which
+ * asks the kernel for advice). Resolves to the panel and the Optimize pane's content.
+ */
+export async function openOptimizePane(
+  page: IJupyterLabPageFixture,
+  close: string[] = []
+): Promise<{ panel: Locator; optimize: Locator }> {
+  await openPanel(page);
+  const panel = page.locator('#vramscope-panel');
+  await expect(panel.locator('.vramscope-Status')).toHaveAttribute(
+    'data-status',
+    'connected',
+    { timeout: 60_000 }
+  );
+  for (const title of close) {
+    await expandSection(panel, title, false);
+  }
+  await expandSection(panel, 'Optimize');
+  return { panel, optimize: panel.locator('.vramscope-Optimize') };
+}
+
+/**
+ * Click an Optimize button that opens the insert preview (`Insert cell below`, `Insert undo
+ * cell`), accept the dialog, and resolve to the previewed code and the index of the cell
+ * it became (inserted, not run).
+ */
+export async function insertThroughPreview(
+  page: IJupyterLabPageFixture,
+  button: Locator
+): Promise<{ code: string; index: number }> {
+  await button.click();
+  const dialog = page.locator('.jp-Dialog');
+  await expect(dialog).toBeVisible();
+  const code =
+    (await dialog.locator('.vramscope-OptimizePreview-code').textContent()) ??
+    '';
+  expect(code).toMatch(/^# vramscope: /);
+  await dialog.locator('.jp-mod-accept').click();
+  await expect(dialog).toBeHidden();
+  const cells = await notebookCells(page);
+  const index = cells.findIndex(c => c.source === code);
+  expect(index, 'the inserted cell').toBeGreaterThanOrEqual(0);
+  expect(cells[index].count).toBeNull(); // inserted, not run
+  return { code, index };
+}

@@ -1,12 +1,16 @@
 import * as path from 'path';
 
-import { expect, IJupyterLabPageFixture } from '@jupyterlab/galata';
+import { expect } from '@jupyterlab/galata';
 
 import {
+  cellIndex,
   cellOutput,
   expandSection,
   newNotebookWithPanel,
+  notebookCells as cells,
+  openOptimizePane,
   openPanel,
+  runCell as run,
   runCode,
   test
 } from './lab';
@@ -20,35 +24,6 @@ import { debuggerAnswered, panelBuilt, ROOT, screenshotPath } from './utils';
  */
 
 const CHECKPOINT = '[data-technique="checkpointing"]';
-
-/** The current notebook's cells: type, source and prompt text. */
-async function cells(
-  page: IJupyterLabPageFixture
-): Promise<{ type: string; source: string; count: number | null }[]> {
-  return page.evaluate(() =>
-    (window as any).jupyterapp.shell.currentWidget.content.widgets.map(
-      (c: any) => ({
-        type: c.model.type,
-        source: c.model.sharedModel.getSource(),
-        count: c.model.type === 'code' ? c.model.executionCount : null
-      })
-    )
-  );
-}
-
-async function indexOf(
-  page: IJupyterLabPageFixture,
-  needle: string
-): Promise<number> {
-  const index = (await cells(page)).findIndex(c => c.source.includes(needle));
-  expect(index, `a cell containing ${needle}`).toBeGreaterThanOrEqual(0);
-  return index;
-}
-
-async function run(page: IJupyterLabPageFixture, index: number): Promise<void> {
-  await debuggerAnswered(page);
-  await page.notebook.runCell(index, { inplace: true });
-}
 
 test.describe('Optimize (issue 10)', () => {
   test.use({ kernels: null, sessions: null });
@@ -93,15 +68,14 @@ test.describe('Optimize (issue 10)', () => {
       'import vramscope\n_ = vramscope.settings(insight_budget_ms=2000)'
     );
     // The demo's code cells up to and including the training loop.
-    const training = await indexOf(page, 'optimizer.step()');
+    const training = await cellIndex(page, 'optimizer.step()');
     const all = await cells(page);
     for (let i = 0; i <= training; i++) {
       if (all[i].type === 'code') {
         await run(page, i);
       }
     }
-    const optimize = panel.locator('.vramscope-Optimize');
-    await expandSection(panel, 'Optimize');
+    const { optimize } = await openOptimizePane(page);
     await expect(section('Optimize')).not.toHaveClass(
       /vramscope-mod-collapsed/
     );
