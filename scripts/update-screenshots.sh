@@ -18,7 +18,9 @@ bash scripts/setup.sh --with-browser
 export PATH="$ROOT/.venv/bin:$ROOT/node_modules/.bin:$PATH"
 export PIP_RETRIES=0
 
-# The specs that call screenshotPath(), optionally filtered by the arguments.
+# The specs that call screenshotPath(), optionally filtered by the arguments: README's own
+# (demo-250.png, demo-wide.png) come from demoflow.spec.ts, README's demo flow
+# (`bash scripts/update-screenshots.sh demoflow`).
 mapfile -t SPECS < <(grep -l 'screenshotPath(' ui-tests/tests/*.spec.ts | xargs -n1 basename)
 if [ $# -gt 0 ]; then
   pattern=$(IFS='|'; echo "$*")

@@ -151,3 +151,44 @@ export const pageErrorFixtures = {
     context.off('page', watch);
   }
 };
+
+/**
+ * The console messages of every page of `context` from now on (`type: text`), for a spec
+ * that asserts what the browser's console showed ("Comm not found for comm id ..." is
+ * logged by JupyterLab's kernel connection with console.error, not thrown).
+ */
+export function consoleMessages(context: BrowserContext): string[] {
+  const messages: string[] = [];
+  const watch = (page: Page) =>
+    page.on('console', msg => messages.push(`${msg.type()}: ${msg.text()}`));
+  context.pages().forEach(watch);
+  context.on('page', watch);
+  return messages;
+}
+
+/**
+ * The comms the pages of `context` open from now on: comm id -> target name, read from the
+ * `comm_open` frames they send on their kernel websockets.
+ */
+export function commTargets(context: BrowserContext): Map<string, string> {
+  const targets = new Map<string, string>();
+  const watch = (page: Page) =>
+    page.on('websocket', ws =>
+      ws.on('framesent', frame => {
+        const text =
+          typeof frame.payload === 'string'
+            ? frame.payload
+            : frame.payload.toString('latin1');
+        if (/"msg_type":\s*"comm_open"/.test(text)) {
+          const id = /"comm_id":\s*"([^"]+)"/.exec(text)?.[1];
+          const target = /"target_name":\s*"([^"]+)"/.exec(text)?.[1];
+          if (id && target) {
+            targets.set(id, target);
+          }
+        }
+      })
+    );
+  context.pages().forEach(watch);
+  context.on('page', watch);
+  return targets;
+}
