@@ -86,16 +86,15 @@ def eval_cells(ctx: Context, runs: list[CellRun]) -> list[tuple[CellSource, int]
     # that cell's graph: it says nothing about the cells beside it
     measured.update(id(r.insight) for r in runs if r.insight is not None and _trains(r))
     # a cell that fills a list the holders found keeping graphs (losses.append(loss)) is
-    # that leak, which the holders and mistakes name, not an evaluation
-    kept_lists = [
-        str(h.get("name"))
-        for h in ctx.holders
-        if h.get("kind") == "graph_retention" and str(h.get("name", "")).isidentifier()
-    ]
+    # that leak, which the holders and mistakes name, not an evaluation: as the holders are
+    # now, or as they were right after that cell (a later `del losses` ended the leak, not
+    # what the cell did)
+    kept_now = _graph_lists(ctx.holders)
     for run in runs:
         src = run.cell.source
         if _trains(run) or not calls(src, model):
             continue
+        kept_lists = kept_now + _graph_lists((run.insight or {}).get("holders") or ())
         if any(f"{name}.append(" in src or f"{name} +=" in src for name in kept_lists):
             continue
         if "inference_mode" in src or "no_grad" in src:
@@ -109,6 +108,17 @@ def eval_cells(ctx: Context, runs: list[CellRun]) -> list[tuple[CellSource, int]
             measured.add(id(run.insight))
             found[run.cell.execution_count] = (run.cell, saved)
     return list(found.values())
+
+
+def _graph_lists(holders: Any) -> list[str]:
+    """The names of the holders found keeping autograd graphs alive."""
+    return [
+        str(h.get("name"))
+        for h in holders
+        if isinstance(h, dict)
+        and h.get("kind") == "graph_retention"
+        and str(h.get("name", "")).isidentifier()
+    ]
 
 
 def _trains(run: CellRun) -> bool:
