@@ -1,7 +1,13 @@
 import { expect, IJupyterLabPageFixture } from '@jupyterlab/galata';
 import type { Locator } from '@playwright/test';
 
-import { expandSection, newNotebookWithPanel, runCode, test } from './lab';
+import {
+  expandSection,
+  newNotebookWithPanel,
+  openOptimizePane,
+  runCode,
+  test
+} from './lab';
 import { panelBuilt, screenshotPath } from './utils';
 
 /**
@@ -77,7 +83,7 @@ async function notebookWithPanel(
   return page.locator('#vramscope-panel');
 }
 
-/** The cards in view: the panes above Optimize closed. */
+/** The cards in view: the panes above Optimize closed (once the cards are there). */
 async function closeAbove(panel: Locator): Promise<void> {
   await expandSection(panel, 'Timeline', false);
   await expandSection(panel, 'Cells', false);
@@ -93,7 +99,7 @@ test.describe('frameworks (issue 20)', () => {
     const panel = await notebookWithPanel(page, 'trainer.ipynb');
     await runCode(page, 0, SETUP);
     await runCode(page, 1, 'trainer.train()');
-    await expandSection(panel, 'Optimize');
+    await openOptimizePane(page);
     const card = (id: string) =>
       panel.locator(`.vramscope-Optimize-suggestion[data-id="${id}"]`);
     await expect(card('trainer:gradient_checkpointing')).toBeVisible({
@@ -126,7 +132,7 @@ test.describe('frameworks (issue 20)', () => {
     await runCode(page, 0, LIGHTNING);
     await runCode(page, 1, LIGHTNING_TRAINER);
     await runCode(page, 2, 'trainer.fit(net, loader)');
-    await expandSection(panel, 'Optimize');
+    await openOptimizePane(page);
     const card = (id: string) =>
       panel.locator(`.vramscope-Optimize-suggestion[data-id="${id}"]`);
     await expect(card('lightning:accumulate:2')).toBeVisible({
