@@ -2,15 +2,14 @@
 # Set up (with the browser) and run every vramscope check; ends with one line
 # `N passed, N failed` totalling all suites, and exits non-zero if anything failed.
 #
-# Suites, in this order: setup; ui (galata/playwright in system chromium against real
-# JupyterLab servers), started in the background; beside it lint (eslint, prettier,
-# stylelint, ruff check, ruff format, mypy: one test each), version (Python __version__ ==
-# package.json), wheel (built wheel carries the labextension, and installed on its own
-# `jupyter labextension list` shows it enabled OK), jest, pytest (test/python on two workers,
-# but for the tests marked serial), cuda (`pytest -m cuda`, only where torch sees a CUDA
-# device), cuda-check (scripts/cuda-check.sh: without CUDA its dry run, which must find none
-# and say so); then, once ui is done and alone: pytest-1w (the serial tests) and the demo
-# notebook (examples/demo.ipynb via nbclient, in under DEMO_LIMIT_S seconds).
+# Suites: setup, lint (eslint, prettier, stylelint, ruff check, ruff format, mypy: one test
+# each), version (Python __version__ == package.json), wheel (built wheel carries the
+# labextension, and installed on its own `jupyter labextension list` shows it enabled OK),
+# jest, pytest (test/python on two workers, but for the tests marked serial), pytest-1w (those,
+# alone), cuda (`pytest -m cuda`, only where torch sees a CUDA device), cuda-check
+# (scripts/cuda-check.sh: without CUDA its dry run, which must find none and say so),
+# demo notebook (examples/demo.ipynb via nbclient, in under DEMO_LIMIT_S seconds), ui
+# (galata/playwright in system chromium against a real JupyterLab).
 #
 # A suite that ran nothing fails: pytest's exit code 5 (no tests collected), a jest or pytest
 # run with no test passed, and skipped Playwright tests each count as failures.
@@ -69,51 +68,6 @@ export PATH="$ROOT/.venv/bin:$ROOT/node_modules/.bin:$PATH"
 export VIRTUAL_ENV=$ROOT/.venv
 PY=$ROOT/.venv/bin/python
 [ -x "$PY" ] || PY=python3
-
-# ---- UI tests (galata + system chromium), in the background --------------------------------
-# The browser tests mostly wait (page loads, kernels starting, the panel's polls): ~0.5 of a
-# core for two workers, each with its own JupyterLab server (ui-tests/playwright.config.ts).
-# They start right after setup and run beside lint, jest and pytest; their output goes to
-# test-results/ui.log and is shown, and counted, once they are done. The suites that read
-# exact bytes or time (pytest-1w, the demo's time limit) run after them, alone.
-UI_LOG=$RESULTS/ui.log
-PW_JSON=$RESULTS/playwright.json
-start_ui() {
-  UI_T=$(date +%s)
-  (
-    PLAYWRIGHT_JSON_OUTPUT_NAME=$PW_JSON npx playwright test -c ui-tests/playwright.config.ts \
-      --reporter=list,json </dev/null >"$UI_LOG" 2>&1
-    echo $? >"$RESULTS/ui.rc"
-  ) &
-  UI_PID=$!
-  printf '\n[test] ui started in the background (pid %s, log %s)\n' "$UI_PID" "$UI_LOG"
-}
-finish_ui() {
-  wait "$UI_PID"
-  banner ui
-  cat "$UI_LOG"
-  local ui_rc up uf us ui_note=
-  ui_rc=$(cat "$RESULTS/ui.rc" 2>/dev/null || echo 1)
-  # Skipped tests count as failures: a browser test that did not run proves nothing.
-  read -r up uf us < <(node -e '
-    try {
-      const s = require(process.argv[1]).stats;
-      const errors = (require(process.argv[1]).errors || []).length;
-      console.log(s.expected + s.flaky, s.unexpected + errors + s.skipped, s.skipped);
-    } catch (e) { console.log("0 1 0"); }' "$PW_JSON")
-  if [ "$ui_rc" != 0 ] && [ "$uf" = 0 ]; then uf=1; fi
-  if [ "$us" != 0 ]; then ui_note="(${us} skipped, counted as failed)"; fi
-  if [ "$up" = 0 ] && [ "$uf" = 0 ]; then
-    uf=1
-    ui_note="(no test passed)"
-  fi
-  record ui "$up" "$uf" $(($(date +%s) - UI_T)) "$ui_note"
-}
-if skipped ui; then
-  record ui 0 0 0 "(skipped by VRAMSCOPE_SKIP)"
-else
-  start_ui
-fi
 
 # ---- lint: each tool counts as one test ----------------------------------------------------
 banner lint
@@ -306,6 +260,12 @@ if [ -n "${PYTEST_ARGS:-}" ]; then
 else
   run_pytest pytest "$RESULTS/pytest.xml" -n 2 --dist loadfile --no-loadscope-reorder \
     -m "not cuda and not serial" test/python
+  # Named files: collecting all of test/python again would import every module (~14 s).
+  serial_files=$(cd test/python \
+    && "$PY" -c 'import conftest; print(*sorted("test/python/" + f for f in conftest.SERIAL_FILES))')
+  # shellcheck disable=SC2086
+  run_pytest pytest-1w "$RESULTS/pytest-serial.xml" -m "serial and not cuda" \
+    ${serial_files:-test/python}
 fi
 
 # The tests marked cuda (deselected above) need a real CUDA device; without one the suite is
@@ -338,19 +298,6 @@ else
     check_cuda_script
 fi
 
-# ---- the quiet tail: once the browser tests are done ------------------------------------------
-if ! skipped ui; then
-  finish_ui
-fi
-if [ -z "${PYTEST_ARGS:-}" ]; then
-  # Named files: collecting all of test/python again would import every module (~14 s).
-  serial_files=$(cd test/python \
-    && "$PY" -c 'import conftest; print(*sorted("test/python/" + f for f in conftest.SERIAL_FILES))')
-  # shellcheck disable=SC2086
-  run_pytest pytest-1w "$RESULTS/pytest-serial.xml" -m "serial and not cuda" \
-    ${serial_files:-test/python}
-fi
-
 # ---- demo notebook executes headless ---------------------------------------------------------------
 check_demo() {
   "$PY" - examples/demo.ipynb "$DEMO_LIMIT_S" <<'EOF'
@@ -378,6 +325,37 @@ if skipped demo; then
   record demo 0 0 0 "(skipped by VRAMSCOPE_SKIP)"
 else
   run_check demo "(examples/demo.ipynb, limit ${DEMO_LIMIT_S} s)" check_demo
+fi
+
+# ---- UI tests (galata + system chromium) ---------------------------------------------------------
+if skipped ui; then
+  record ui 0 0 0 "(skipped by VRAMSCOPE_SKIP)"
+else
+  banner ui
+  t=$(date +%s)
+  PW_JSON=$RESULTS/playwright.json
+  # Two workers, each with its own JupyterLab server; the specs that bound browser-side times
+  # run after the others, alone (ui-tests/playwright.config.ts, project "alone"). Measured on
+  # 2 cores: running them beside pytest made every suite slower (pytest 5.7 -> 16 min, jest
+  # 22 -> 112 s) and scale.spec's 50 ms bound failed, so the suites run one after another.
+  PLAYWRIGHT_JSON_OUTPUT_NAME=$PW_JSON npx playwright test -c ui-tests/playwright.config.ts \
+    --reporter=list,json </dev/null
+  ui_rc=$?
+  # Skipped tests count as failures: a browser test that did not run proves nothing.
+  read -r up uf us < <(node -e '
+    try {
+      const s = require(process.argv[1]).stats;
+      const errors = (require(process.argv[1]).errors || []).length;
+      console.log(s.expected + s.flaky, s.unexpected + errors + s.skipped, s.skipped);
+    } catch (e) { console.log("0 1 0"); }' "$PW_JSON")
+  if [ "$ui_rc" != 0 ] && [ "$uf" = 0 ]; then uf=1; fi
+  ui_note=
+  if [ "$us" != 0 ]; then ui_note="(${us} skipped, counted as failed)"; fi
+  if [ "$up" = 0 ] && [ "$uf" = 0 ]; then
+    uf=1
+    ui_note="(no test passed)"
+  fi
+  record ui "$up" "$uf" $(($(date +%s) - t)) "$ui_note"
 fi
 
 # ---- total ------------------------------------------------------------------------------------

@@ -66,6 +66,9 @@ process.env.VRAMSCOPE_NB_URL = `http://127.0.0.1:${process.env.VRAMSCOPE_NB_PORT
 const CHROMIUM_ARGS: string[] = JSON.parse(
   fs.readFileSync(path.join(__dirname, 'chromium-args.json'), 'utf8')
 );
+/** The specs that run alone, after the others (project "alone"). */
+const ALONE = /scale\.spec\.ts$/;
+
 const serverEnv = (configDir: string) => ({
   PATH: `${VENV_BIN}${path.delimiter}${process.env.PATH ?? ''}`,
   VIRTUAL_ENV: path.join(ROOT, '.venv'),
@@ -81,6 +84,12 @@ export default defineConfig({
   expect: { timeout: 30_000 },
   retries: 0,
   workers: WORKERS, // each with its own JupyterLab server (LAB_SERVERS)
+  projects: [
+    { name: 'main', testIgnore: ALONE },
+    // Specs that bound times measured in the browser (scale.spec: every panel update handled
+    // in < 50 ms) run once every other test is done, with nothing beside them on the machine.
+    { name: 'alone', testMatch: ALONE, dependencies: ['main'] }
+  ],
   fullyParallel: false,
   forbidOnly: !!process.env.CI,
   use: {
