@@ -334,10 +334,9 @@ else
   banner ui
   t=$(date +%s)
   PW_JSON=$RESULTS/playwright.json
-  # Two workers, each with its own JupyterLab server; the specs that bound browser-side times
-  # run after the others, alone (ui-tests/playwright.config.ts, project "alone"). Measured on
-  # 2 cores: running them beside pytest made every suite slower (pytest 5.7 -> 16 min, jest
-  # 22 -> 112 s) and scale.spec's 50 ms bound failed, so the suites run one after another.
+  # One worker (ui-tests/playwright.config.ts says why). Measured on 2 cores: running the
+  # browser tests beside pytest made every suite slower (pytest 5.7 -> 16 min, jest 22 -> 112
+  # s) and scale.spec's 50 ms bound failed, so the suites run one after another.
   PLAYWRIGHT_JSON_OUTPUT_NAME=$PW_JSON npx playwright test -c ui-tests/playwright.config.ts \
     --reporter=list,json </dev/null
   ui_rc=$?

@@ -30,11 +30,13 @@ const freePort = (): string =>
   ])
     .toString()
     .trim();
-// One JupyterLab server per worker (VRAMSCOPE_UI_WORKERS, default 2): each test shuts down
+// One JupyterLab server per worker (VRAMSCOPE_UI_WORKERS, default 1: on 2 idle cores two
+// workers took as long as one, 13.6 min, and faults.spec's kernelspec without the bridge,
+// installed for the user, became the other worker's default kernel): each test shuts down
 // the kernels that earlier tests left on its server (lab.ts, `settleKernels`), so two workers
 // on one server would end each other's kernels. lab.ts points each worker's pages and API
 // requests at the server of its `parallelIndex` (VRAMSCOPE_UI_URLS).
-const WORKERS = Math.max(1, Number(process.env.VRAMSCOPE_UI_WORKERS || 2));
+const WORKERS = Math.max(1, Number(process.env.VRAMSCOPE_UI_WORKERS || 1));
 const taken = new Set<string>();
 const portOf = (name: string): string => {
   let port = process.env[name];
@@ -66,9 +68,6 @@ process.env.VRAMSCOPE_NB_URL = `http://127.0.0.1:${process.env.VRAMSCOPE_NB_PORT
 const CHROMIUM_ARGS: string[] = JSON.parse(
   fs.readFileSync(path.join(__dirname, 'chromium-args.json'), 'utf8')
 );
-/** The specs that run alone, after the others (project "alone"). */
-const ALONE = /scale\.spec\.ts$/;
-
 const serverEnv = (configDir: string) => ({
   PATH: `${VENV_BIN}${path.delimiter}${process.env.PATH ?? ''}`,
   VIRTUAL_ENV: path.join(ROOT, '.venv'),
@@ -84,12 +83,6 @@ export default defineConfig({
   expect: { timeout: 30_000 },
   retries: 0,
   workers: WORKERS, // each with its own JupyterLab server (LAB_SERVERS)
-  projects: [
-    { name: 'main', testIgnore: ALONE },
-    // Specs that bound times measured in the browser (scale.spec: every panel update handled
-    // in < 50 ms) run once every other test is done, with nothing beside them on the machine.
-    { name: 'alone', testMatch: ALONE, dependencies: ['main'] }
-  ],
   fullyParallel: false,
   forbidOnly: !!process.env.CI,
   use: {
