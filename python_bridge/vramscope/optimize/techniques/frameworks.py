@@ -145,13 +145,16 @@ def cell_calling(cells: list[CellSource], name: str) -> CellSource | None:
     return next((c for c in reversed(cells) if call_named(c.source, name) is not None), None)
 
 
-def accumulation_card(ctx: Context, batch: int) -> Suggestion | None:
+def accumulation_card(ctx: Context, batch: int) -> tuple[Suggestion, int] | None:
     """The accumulation technique's card for ``batch`` samples a micro-batch (its
-    prediction and reasons; its cell, a loop template, is not used)."""
+    prediction and reasons; its cell, a loop template, is not used) and its factor k (the
+    micro-batch is ``batch // k``)."""
     notes: list[str] = []
     found = accumulation.suggest(replace(ctx, batch_size=batch, notes=notes))
     ctx.notes.extend(n for n in notes if not n.startswith(LOOP_NOTES))
-    return found[0] if found else None
+    if not found:
+        return None
+    return found[0], int(found[0]["id"].split(":")[1])  # "accumulate:<k>"
 
 
 def cell_label(cell: CellSource | None) -> str:

@@ -127,10 +127,10 @@ def _accumulation(
             "DataLoader from the namespace with a batch size"
         )
         return None
-    card = accumulation_card(ctx, batch)
-    if card is None:
+    found = accumulation_card(ctx, batch)
+    if found is None:
         return None
-    k = int(card["id"].split(":")[1])
+    card, k = found
     steps = int(getattr(accelerator, "gradient_accumulation_steps", 1) or 1)
     new = _call(ctx, text, "gradient_accumulation_steps", str(steps * k))
     if new is None:

@@ -120,10 +120,10 @@ def _accumulation(ctx: Context, run: Run, args: Any, where: str) -> Suggestion |
     steps = getattr(args, "gradient_accumulation_steps", 1)
     if not isinstance(batch, int) or not isinstance(steps, int) or batch < 2:
         return None
-    card = accumulation_card(ctx, batch)
-    if card is None:
+    found = accumulation_card(ctx, batch)
+    if found is None:
         return None
-    k = int(card["id"].split(":")[1])
+    card, k = found
     sid = f"trainer:accumulate:{k}"
     changes = [
         ("per_device_train_batch_size", str(batch // k)),

@@ -81,10 +81,10 @@ def _accumulation(
     )
     if not isinstance(batch, int) or batch < 2 or not plain_sampler:
         return None
-    card = accumulation_card(ctx, batch)
-    if card is None:
+    found = accumulation_card(ctx, batch)
+    if found is None:
         return None
-    k = int(card["id"].split(":")[1])
+    card, k = found
     steps = int(getattr(trainer, "accumulate_grad_batches", 1) or 1)
     sid = f"lightning:accumulate:{k}"
     code = _rewritten(ctx, built, call, "accumulate_grad_batches", str(steps * k))
