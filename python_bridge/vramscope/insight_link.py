@@ -31,6 +31,9 @@ class InsightLink:
         # difference to the record's count is learned at the first cell's end
         self._count_offset = 0
         self._started: tuple[Optional[str], Optional[int]] = (None, None)
+        #: at the last cell's end: how many of its measured forwards still held saved
+        #: tensors (several: the cell kept every graph it made, a leak)
+        self.kept_forwards = 0
 
     def begin_cell(
         self, cell_id: Optional[str], execution_count: Optional[int], enabled: bool
@@ -58,9 +61,11 @@ class InsightLink:
         call (its insight should not wait for the end of a Run All)."""
         cell_id, started = self._started
         engine = self._engine if self._installed else None
+        self.kept_forwards = 0
         if engine is None:
             return False
         tracker = engine.tracker
+        self.kept_forwards = tracker.kept_forwards()
         known = isinstance(execution_count, int) and isinstance(started, int)
         if known and started != execution_count:
             self._count_offset += started - execution_count  # type: ignore[operator]

@@ -294,7 +294,8 @@ class Runtime(Requests):
             self._model_ran = self.insight.end_cell(record.get("execution_count"))
         except Exception as exc:
             self._internal(exc, "model insight failed")
-        self.optimize.after_cell(record)  # one append unless advice was asked for
+        # one append unless advice was asked for
+        self.optimize.after_cell(record, self.insight.kept_forwards)
         self.outbox.add(record, after)
         self.after_reply.submit(self._publish_cells, key="cells")
 

@@ -36,8 +36,9 @@ class Cells:
     def _source(self, count: int | None) -> str:
         return self.sources[count] if isinstance(count, int) else ""
 
-    def run(self, code: str, cell_id: str | None = None) -> None:
-        """Run ``code`` as the next cell (``cell_id``: the same cell run again)."""
+    def run(self, code: str, cell_id: str | None = None, insight: bool = True) -> None:
+        """Run ``code`` as the next cell (``cell_id``: the same cell run again; without
+        ``insight``, none follows it: in a quick Run All one insight covers several cells)."""
         self.sources.append(code)
         count = len(self.sources) - 1
         cell_id = cell_id or f"cell-{count}"
@@ -58,9 +59,10 @@ class Cells:
             "devices": {},
         }
         self.records.append(record)
-        self.advisor.after_cell(record)
-        self.last = self.engine.after_cell(2000)
-        self.advisor.after_insight(self.last)
+        self.advisor.after_cell(record, self.engine.tracker.kept_forwards())
+        if insight:
+            self.last = self.engine.after_cell(2000)
+            self.advisor.after_insight(self.last)
 
     def close(self) -> None:
         self.engine.uninstall()

@@ -75,6 +75,7 @@ class ActivationTracker(ForwardHooks):
         self._measured_in_cell: set[int] = set()
         self._cell: tuple[Optional[str], Optional[int]] = (None, None)
         self._forwards = 0  # root forwards in this cell
+        self._cell_epoch = 0  # the ledger's epoch when this cell started
         #: The last measured forward: ``{cell_id, execution_count, forward_index, reason}``.
         self.measured: Optional[dict[str, Any]] = None
         #: Why the last forward of a model that was to be measured was not, in this cell
@@ -149,6 +150,7 @@ class ActivationTracker(ForwardHooks):
         """A cell starts: its first forward of each model is measured."""
         self._cell = (cell_id, execution_count)
         self._forwards = 0
+        self._cell_epoch = self._ledger.epoch
         self._measured_in_cell.clear()
         self.unmeasured = None
         self.reset_stack()  # per-cell exclusions: weights swapped in since are re-read
@@ -282,6 +284,13 @@ class ActivationTracker(ForwardHooks):
     def measured_this_cell(self) -> bool:
         """A model call of the current (or just ended) cell was measured."""
         return bool(self._measured_in_cell)
+
+    def kept_forwards(self) -> int:
+        """How many of this cell's measured forwards still hold saved tensors: 1 for a
+        result kept in a variable, one per forward for a loop that keeps every graph."""
+        if not self._measured_in_cell:
+            return 0
+        return self._ledger.live_epochs(self._cell_epoch)
 
     def measured_roots(self) -> list[torch.nn.Module]:
         """The models whose forward was measured in the current (or just ended) cell."""

@@ -39,6 +39,7 @@ class _Saved:
     owner: int  # id() of the innermost module at first save, 0 outside any module
     dtype: str  # of the first tensor saved on this storage ("float32", "bfloat16"...)
     epoch: int  # the measured forward (count) that saved it first
+    last_epoch: int  # ... and last (an input every forward saves belongs to the newest)
 
 
 class SavedLedger:
@@ -70,12 +71,13 @@ class SavedLedger:
         with self._lock:
             entry = self.live.get(key)
             if entry is None:
-                self.live[key] = _Saved(1, nbytes, owner, dtype, self.epoch)
+                self.live[key] = _Saved(1, nbytes, owner, dtype, self.epoch, self.epoch)
                 self.epoch_live += 1
                 self._by_device[key[0]] = self._by_device.get(key[0], 0) + nbytes
                 self._add(owner, nbytes, dtype)
             else:
                 entry.count += 1
+                entry.last_epoch = self.epoch
             ref = weakref.ref(packed, self._release)
             self._refs[id(ref)] = (ref, key)
 
@@ -133,6 +135,12 @@ class SavedLedger:
         for stat in self.layers.values():
             stat.peak_saved_bytes = stat.saved_bytes
             stat.peak_by_dtype = dict(stat.by_dtype)
+
+    def live_epochs(self, since: int) -> int:
+        """How many measured forwards after epoch ``since`` still have saved storages alive
+        (their graphs were kept: ``losses.append(loss)`` keeps one per forward)."""
+        with self._lock:
+            return len({s.last_epoch for s in self.live.values() if s.last_epoch > since})
 
     def bytes_by_device(self) -> dict[str, int]:
         return dict(self._by_device)

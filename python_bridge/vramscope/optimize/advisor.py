@@ -88,13 +88,15 @@ class Advisor:
 
     # --- per cell ---------------------------------------------------------------------------
 
-    def after_cell(self, record: dict[str, Any]) -> bool:
-        """Keep the cell; True when an applied suggestion's outcome changed."""
+    def after_cell(self, record: dict[str, Any], kept_forwards: int = 0) -> bool:
+        """Keep the cell (``kept_forwards``: how many of its measured forwards still held
+        saved tensors at its end); True when an applied suggestion's outcome changed."""
         count = record.get("execution_count")
         source = self._source_of(count) if self.log.active else ""
         cell = CellSource(count, record.get("cell_id"), source)
         step = self.steps.take(record.get("start_time")) if self.steps is not None else None
-        return self.log.add(cell, record, step, self._ns() if self.log.active else None)
+        ns = self._ns() if self.log.active else None
+        return self.log.add(cell, record, step, ns, kept_forwards)
 
     def cell_ended(self) -> None:
         """The running cell ended (its post_run_cell): a step left open is dropped."""

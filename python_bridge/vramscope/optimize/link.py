@@ -101,9 +101,10 @@ class OptimizeLink:
         except Exception:
             return self.last
 
-    def after_cell(self, record: Any) -> None:
-        """Per cell: keep it; re-send the advice when a marked cell ran."""
-        self._guarded(lambda: self.advisor.after_cell(record))
+    def after_cell(self, record: Any, kept_forwards: int = 0) -> None:
+        """Per cell: keep it (with how many of its forwards' graphs it kept alive); re-send
+        the advice when a marked cell ran."""
+        self._guarded(lambda: self.advisor.after_cell(record, kept_forwards))
 
     def after_insight(self, insight: Any) -> None:
         """Per after-cell insight: re-send the advice when it completes an outcome."""

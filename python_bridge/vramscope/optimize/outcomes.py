@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..messages.optimize import Measured, Outcome, OutcomeVerdict, Predicted
@@ -31,6 +31,9 @@ class CellRun:
     record: dict[str, Any]
     insight: dict[str, Any] | None
     step: StepFigures | None = None  # its first training step, measured (stepwatch)
+    #: how many of its measured forwards still held saved tensors when it ended: 2 or more
+    #: is a cell that kept every graph it made (``losses.append(loss)``), a leak
+    kept_forwards: int = 0
 
 
 def activation_bytes(insight: dict[str, Any] | None, baseline: dict[str, Any] | None = None) -> int:
@@ -102,6 +105,7 @@ class CellLog:
         record: dict[str, Any],
         step: StepFigures | None = None,
         ns: dict[str, Any] | None = None,
+        kept_forwards: int = 0,
     ) -> bool:
         """Keep one cell; True when an outcome changed (a marked cell ran).
 
@@ -110,7 +114,7 @@ class CellLog:
         is its "before", the first training run from that cell on its "after". Running the
         marked cell, the training cell or the old cell again changes neither; a template run
         exactly as generated applies nothing."""
-        run = CellRun(cell, record, None, step)
+        run = CellRun(cell, record, None, step, kept_forwards)
         self.recent.append(run)
         if not self.active:
             return False
@@ -164,7 +168,7 @@ class CellLog:
             return run
         later = list(self.recent)[list(self.recent).index(run) + 1 :]
         found = next((r.insight for r in later if r.insight is not None), None)
-        return CellRun(run.cell, run.record, found, run.step) if found is not None else run
+        return replace(run, insight=found) if found is not None else run
 
     def baseline(self, run: CellRun) -> dict[str, Any] | None:
         """The insight before ``run``'s own: what was saved when ``run`` started."""

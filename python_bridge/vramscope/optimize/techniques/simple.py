@@ -85,14 +85,15 @@ def eval_cells(ctx: Context, runs: list[CellRun]) -> list[tuple[CellSource, int]
     # an insight shared with a training cell (cells run quickly one after another) holds
     # that cell's graph: it says nothing about the cells beside it
     measured.update(id(r.insight) for r in runs if r.insight is not None and _trains(r))
-    # a cell that fills a list the holders found keeping graphs (losses.append(loss)) is
-    # that leak, which the holders and mistakes name, not an evaluation: as the holders are
-    # now, or as they were right after that cell (a later `del losses` ended the leak, not
-    # what the cell did)
+    # a cell that kept the graph of every forward it ran (losses.append(loss)) is a leak,
+    # which the holders and mistakes name, not an evaluation: the tracker saw it at the
+    # cell's end (a later `del losses` ended the leak, not what the cell did); a list the
+    # holders found keeping graphs, filled by the cell, says the same where no forward of
+    # it was measured
     kept_now = _graph_lists(ctx.holders)
     for run in runs:
         src = run.cell.source
-        if _trains(run) or not calls(src, model):
+        if _trains(run) or not calls(src, model) or run.kept_forwards >= 2:
             continue
         kept_lists = kept_now + _graph_lists((run.insight or {}).get("holders") or ())
         if any(f"{name}.append(" in src or f"{name} +=" in src for name in kept_lists):
