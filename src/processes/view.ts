@@ -355,6 +355,12 @@ namespace Private {
         `${stats.processes_dropped} reports of processes over the cap dropped`
       );
     }
+    if (stats?.history_dropped) {
+      const n = stats.history_dropped;
+      parts.push(
+        `${n.toLocaleString('en-US')} oldest lane ${n === 1 ? 'point' : 'points'} cut (history cap)`
+      );
+    }
     if (model.remote) {
       parts.push(`remote ranks: ${model.remote}`);
     }

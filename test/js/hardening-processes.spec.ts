@@ -63,7 +63,7 @@ describe('processes stats: stale and processes_dropped', () => {
     Widget.attach(view, document.body);
     view.setSession(session as unknown as IMemorySession);
     const msg = validateKernelMessage(
-      withStats({ stale: 2, processes_dropped: 512 })
+      withStats({ stale: 2, processes_dropped: 512, history_dropped: 12345 })
     );
     session.messageReceived.emit(msg as IProcessesMessage);
     view.render();
@@ -71,6 +71,7 @@ describe('processes stats: stale and processes_dropped', () => {
     expect(summary.textContent).toBe(
       '1 running · 0 ended · 3 refused · ' +
         '512 reports of processes over the cap dropped · ' +
+        '12,345 oldest lane points cut (history cap) · ' +
         'remote ranks: udp:10.0.0.5:29600'
     );
     view.dispose();
