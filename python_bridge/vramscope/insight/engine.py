@@ -24,14 +24,14 @@ from ._torchutil import (
     optimizer_params,
     param_bytes,
     storage_cache,
-    storage_info,
     storage_keys,
 )
-from .activations import ActivationTracker, LayerStat
+from .activations import ActivationTracker
 from .breakdown import TotalFn, claim_models, finish_breakdown, measured_totals
 from .holder_scan import ScanState, scan_holders
 from .holders import ScanLimits, user_items
-from .reuse import OTHER, Kept, memory_moved, peaks_reset, totals, world_key
+from .layers import fill, module_ids, skeleton
+from .reuse import Kept, holders_key, memory_moved, peaks_reset, totals, world_key
 
 SNAPSHOT_BUDGET_MS = 2000.0
 #: A holders scan continued in this many slices (~2 s at the default 20 ms) gives up.
@@ -197,14 +197,18 @@ class InsightEngine:
         optimizers = [v for _, v in items if isinstance(v, torch.optim.Optimizer)]
         live = self._tracker.live_storages()
         kept = None
+        hkey: tuple[Any, ...] = ()
         if resumable:
-            key = world_key(items, optimizers, ns, self._shell, self._tracker, self._choice())
+            key = world_key(modules, optimizers, self._choice())
+            hkey = holders_key(items, ns, self._shell, self._tracker)
             kept = self._reusable(key, after_cell)
         breakdown = None
         if kept is not None:
             breakdown = finish_breakdown(kept.claims, live, self._total_fn)
             if after_cell and memory_moved(totals(breakdown), kept.totals):
                 kept = None
+            elif not self._refill(kept):
+                kept = None  # the reported model's modules changed: walk it again
         if kept is None:
             if after_cell:
                 self._scan = None  # a holders scan goes on only over unchanged models
@@ -214,6 +218,10 @@ class InsightEngine:
             self._settle = self._settle or resumable
         assert breakdown is not None
         if resumable:
+            if kept.holders_key != hkey:  # names rebound, graphs kept: the holders again
+                if after_cell:
+                    self._scan = None
+                kept.holders, kept.holders_key = None, hkey
             self._kept = kept
 
         if resumable and self._scan is None and kept.holders is not None:
@@ -273,7 +281,27 @@ class InsightEngine:
             return None  # walking small models costs less than deciding not to
         if kept.model is not None and kept.model() is None:
             return None
+        ran = self._ran()
+        if ran and ran != kept.ran:
+            return None  # another model ran: it may be the one to report
         return kept
+
+    def _ran(self) -> tuple[int, ...]:
+        return tuple(sorted(id(m) for m in self._tracker.measured_roots()))
+
+    def _refill(self, kept: Kept) -> bool:
+        """The kept rows with the tracker's figures now (they change with every measured
+        forward); False when the reported model's modules are no longer those of the rows."""
+        tracker = self._tracker
+        now = (tracker.epoch, tracker.total_bytes())
+        if kept.filled == now:
+            return True
+        model = kept.model() if kept.model is not None else None
+        if model is not None and module_ids(model) != kept.module_ids:
+            return False
+        kept.layers = fill(tracker, kept.bones)
+        kept.filled = now
+        return True
 
     def _compute(
         self,
@@ -294,10 +322,18 @@ class InsightEngine:
             excluded |= storage_keys(optimizer_params(opt))
         self._tracker.set_excluded(excluded)
         models = _model_infos(modules, name, model)
-        layers = self._layers(model)
+        bones = skeleton(model, self._max_layers)
+        layers = fill(self._tracker, bones)
         claims = claim_models(all_modules, optimizers)
         ref = weakref.ref(model) if model is not None else None
-        return Kept(key, name, ref, models, layers, claims, excluded, claims.tensors)
+        kept = Kept(key, name, ref, models, layers, claims, excluded, claims.tensors, bones)
+        kept.module_ids = module_ids(model) if model is not None else ()
+        # the models measured in this cell, else those the choice saw last (a cell that
+        # ran none leaves the choice as it was)
+        previous = self._kept.ran if self._kept is not None else ()
+        kept.ran = self._ran() or previous
+        kept.filled = (self._tracker.epoch, self._tracker.total_bytes())
+        return kept
 
     def _settle_totals(self) -> None:
         """After a walk or a holders scan slice, once its temporaries are gone (the storage
@@ -348,74 +384,6 @@ class InsightEngine:
         best = max(sizes, key=lambda s: (s[0], s[1]))
         return best[2], best[3]
 
-    def _layers(self, model: Optional[torch.nn.Module]) -> list[dict[str, Any]]:
-        stats = self._tracker.layer_stats()
-        rows: list[dict[str, Any]] = []
-        row_of: dict[int, dict[str, Any]] = {}
-        seen: set[StorageKey] = set()
-        if model is not None:
-            for path, mod in model.named_modules():
-                if len(rows) >= self._max_layers:
-                    break
-                stat = stats.get(id(mod)) or LayerStat(type(mod).__name__)
-                own, grads = _own_param_bytes(mod, seen)
-                row = {
-                    "path": path,
-                    "type": type(mod).__name__,
-                    "saved_bytes": stat.saved_bytes,
-                    "peak_saved_bytes": stat.peak_saved_bytes,
-                    "output_shape": stat.output_shape,
-                    "param_bytes": own,
-                    "grad_bytes": grads,
-                }
-                if stat.by_dtype:
-                    row["saved_by_dtype"] = dict(stat.by_dtype)
-                if stat.peak_by_dtype and stat.peak_saved_bytes:
-                    row["peak_saved_by_dtype"] = dict(stat.peak_by_dtype)
-                if stat.checkpointed:
-                    row["checkpointed"] = True
-                rows.append(row)
-                row_of[id(mod)] = row
-        other: dict[str, Any] = {"saved_bytes": 0, "peak_saved_bytes": 0}
-        for mid, stat in list(stats.items()):
-            if mid in row_of or (stat.saved_bytes == 0 and stat.peak_saved_bytes == 0):
-                continue
-            target = self._tracked_ancestor(mid, row_of) or other
-            target["saved_bytes"] += stat.saved_bytes
-            target["peak_saved_bytes"] += stat.peak_saved_bytes
-            if stat.by_dtype:
-                split = target.setdefault("saved_by_dtype", {})
-                for dtype, nbytes in stat.by_dtype.items():
-                    split[dtype] = split.get(dtype, 0) + nbytes
-            if stat.peak_by_dtype and stat.peak_saved_bytes:
-                peak = target.setdefault("peak_saved_by_dtype", {})
-                for dtype, nbytes in stat.peak_by_dtype.items():
-                    peak[dtype] = peak.get(dtype, 0) + nbytes
-        if other["saved_bytes"] or other["peak_saved_bytes"]:
-            rows.append(
-                {
-                    "path": OTHER,
-                    "type": "",
-                    **other,
-                    "output_shape": None,
-                    "param_bytes": 0,
-                    "grad_bytes": 0,
-                }
-            )
-        self._tracker.prune(set(row_of))
-        return rows
-
-    def _tracked_ancestor(
-        self, mid: int, row_of: dict[int, dict[str, Any]]
-    ) -> Optional[dict[str, Any]]:
-        hops = 0
-        while mid and hops < 256:
-            mid = self._tracker.parent_of(mid)
-            if mid in row_of:
-                return row_of[mid]
-            hops += 1
-        return None
-
 
 def _model_infos(
     modules: list[tuple[str, torch.nn.Module]],
@@ -449,21 +417,3 @@ def _model_infos(
         infos.append(model_info(name, type(module).__name__, size))
     infos.sort(key=lambda info: -info["param_bytes"])
     return infos
-
-
-def _own_param_bytes(module: torch.nn.Module, seen: set[StorageKey]) -> tuple[int, int]:
-    """A module's own (non-recursive) parameter and gradient bytes, each storage once."""
-    params = grads = 0
-    for p in module._parameters.values():
-        if p is None:
-            continue
-        info = storage_info(p)
-        if info is not None and info[0] not in seen:
-            seen.add(info[0])
-            params += info[1]
-        g = p.grad
-        ginfo = storage_info(g) if g is not None else None
-        if ginfo is not None and ginfo[0] not in seen:
-            seen.add(ginfo[0])
-            grads += ginfo[1]
-    return params, grads

@@ -8,19 +8,24 @@ strings, integers, storage keys and a weakref: no user object) and reused after 
 nothing they depend on can have changed, which :func:`world_key` and :func:`memory_moved`
 tell without walking a model:
 
-- the namespace binds the same objects to the same names (values that cannot hold a tensor,
-  such as numbers and strings, left out), IPython's output cache and the kept traceback are
-  the same objects, each optimizer has state for as many parameters, and the reported model
-  was not changed (``watch``);
-- the activation tracker measured no forward since (its epoch) and its live saved bytes are
-  the same: a cell that ran a watched model is measured, so its figures are new;
+- the models' parts (the reported model and the picker's list, the claims, the excluded
+  storages, the rows' walk): the namespace binds the same modules and optimizers to the same
+  names, each optimizer has state for as many parameters and gradients for as many, the
+  reported model was not changed (``watch``), no other model ran than the one the choice
+  saw, and the reported model's modules are the same ones (:func:`.layers.module_ids`);
+- the layer rows' figures are filled in again from the tracker whenever it measured a
+  forward or its live saved bytes changed (cheap: no walk);
+- the holders: besides, the namespace binds the same objects to the same names (values that
+  cannot hold a tensor, such as numbers and strings, left out), IPython's output cache and
+  the kept traceback are the same objects, and the tracker's live saved bytes are the same
+  (a list that keeps graphs grows them);
 - no device's measured total moved past its gate since the parts were computed (:data:`GATES`:
   on CPU 1 MiB, the smallest holder listed; an accelerator's allocator: not at all): what
   changes a model's storages without a forward (``model.half()``, ``zero_grad()``, an
   optimizer's first step, ``del``) allocates or frees their bytes. The totals compared with
   are read after the walk or holders scan slice, once its own temporaries are freed. On CPU,
-  such a change of less than 1 MiB shows at the next walk (the next forward of a model, a
-  name bound to another object, or once the total has drifted 1 MiB).
+  such a change of less than 1 MiB shows at the next walk (a module or optimizer bound to
+  another name, an optimizer's first step, or once the total has drifted 1 MiB).
 
 Each device's measured total, the live activations, the namespace's unclaimed tensors and
 the runtime baseline are read again after every cell (they are cheap). Models so small that
@@ -62,8 +67,14 @@ class Kept:
     claims: Any  # breakdown._Claims
     excluded: set[StorageKey]
     tensors: int  # module and optimizer tensors the claims looked at
+    bones: tuple[list[dict[str, Any]], list[int]] = ([], [])  # layers.skeleton
+    module_ids: tuple[int, ...] = ()  # the reported model's modules (layers.module_ids)
+    ran: tuple[int, ...] = ()  # the models measured in the cell the choice was made after
     totals: dict[str, int] = field(default_factory=dict)  # measured when computed
+    #: the tracker's (epoch, live saved bytes) when the rows were filled
+    filled: tuple[Any, ...] = ()
     holders: Optional[list[dict[str, Any]]] = None  # once the holders scan completed
+    holders_key: tuple[Any, ...] = ()  # what they depend on (holders_key)
 
     @property
     def small(self) -> bool:
@@ -71,16 +82,19 @@ class Kept:
 
 
 def world_key(
-    items: Iterable[tuple[str, Any]],
-    optimizers: Iterable[Any],
-    namespace: Mapping[str, Any],
-    shell: Any,
-    tracker: Any,
-    choice: tuple[Any, ...],
+    modules: Iterable[tuple[str, Any]], optimizers: Iterable[Any], choice: tuple[Any, ...]
 ) -> tuple[Any, ...]:
-    """What the kept parts depend on, read without walking a model (see the module doc)."""
+    """What the models' parts depend on, read without walking a model (see the module doc)."""
+    names = tuple((n, id(v)) for n, v in modules)
+    states = tuple((id(o), len(o.state), _grads(o)) for o in optimizers)
+    return names, states, choice
+
+
+def holders_key(
+    items: Iterable[tuple[str, Any]], namespace: Mapping[str, Any], shell: Any, tracker: Any
+) -> tuple[Any, ...]:
+    """What the holders scan depends on besides the models (see the module doc)."""
     names = tuple((n, id(v)) for n, v in items if not isinstance(v, _SKIP_TYPES))
-    states = tuple((id(o), len(o.state)) for o in optimizers)
     out = namespace.get("Out")
     cache = (
         id(namespace.get("_")),
@@ -90,9 +104,17 @@ def world_key(
     )
     tb = getattr(getattr(shell, "InteractiveTB", None), "tb", None)
     failed = (id(getattr(sys, "last_traceback", None)), id(tb))
-    epoch = getattr(tracker, "epoch", None)
-    measured = (object() if epoch is None else epoch, tracker.total_bytes())
-    return names, states, cache, failed, measured, choice
+    return names, cache, failed, tracker.total_bytes()
+
+
+def _grads(optimizer: Any) -> int:
+    """How many of an optimizer's parameters have a gradient (~5 us per 100 parameters)."""
+    try:
+        return sum(
+            1 for group in optimizer.param_groups for p in group["params"] if p.grad is not None
+        )
+    except Exception:
+        return -1
 
 
 def memory_moved(now: Mapping[str, int], computed: Mapping[str, int]) -> bool:
