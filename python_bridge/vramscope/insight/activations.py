@@ -41,6 +41,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import weakref
+from collections.abc import Iterable
 from typing import Any, Optional
 
 import torch
@@ -53,6 +54,13 @@ from .forward_hooks import ForwardHooks
 from .ledger import LayerStat, SavedLedger
 from .roots import RootWatch
 from .signature import Signature, reason_to_measure, signature
+
+
+def fingerprint(ids: Iterable[int]) -> tuple[int, int]:
+    """How many ids and a hash of them in order: whether a model's modules are still the
+    ones they were, compared without keeping the ids (~0.3 ms at 10,000 modules)."""
+    ids = tuple(ids)
+    return len(ids), hash(ids)
 
 
 class ActivationTracker(ForwardHooks):
@@ -72,6 +80,8 @@ class ActivationTracker(ForwardHooks):
         self._active: Optional[int] = None  # id() of the model whose forward is measured
         self._roots = RootWatch(self._root_pre, self._root_post)
         self._signatures: dict[int, Signature] = {}
+        #: id(model) -> ``layers.fingerprint`` of its modules at its last measured forward
+        self._trees: dict[int, tuple[int, int]] = {}
         self._measured_in_cell: set[int] = set()
         self._cell: tuple[Optional[str], Optional[int]] = (None, None)
         self._forwards = 0  # root forwards in this cell
@@ -158,8 +168,9 @@ class ActivationTracker(ForwardHooks):
             alive = self._roots.prune()
             for mid in [m for m in self._signatures if m not in alive]:
                 del self._signatures[mid]
+                self._trees.pop(mid, None)
 
-    def _begin(self, module: torch.nn.Module) -> bool:
+    def _begin(self, module: torch.nn.Module, tree: list[torch.nn.Module]) -> bool:
         """Arm the hooks for ``module``'s forward; False when they cannot be armed."""
         if torch._C._autograd._top_saved_tensors_default_hooks(False) is not None:
             return False  # the user's saved_tensors_hooks (save_on_cpu...) rule
@@ -173,7 +184,7 @@ class ActivationTracker(ForwardHooks):
             nn_module.register_module_forward_hook(self._post_forward, always_call=True),
         ]
         self._active = id(module)
-        self._enter(module)
+        self._enter(module, tree)
         return True
 
     def _end(self) -> None:
@@ -245,7 +256,8 @@ class ActivationTracker(ForwardHooks):
         if reason is None:
             return
         why_not = _why_unmeasurable()
-        if why_not is None and any(is_compiled(m) for m in module.modules()):
+        tree = list(module.modules())  # walked once: here and by _enter's exclusions
+        if why_not is None and any(map(is_compiled, tree)):
             # Dynamo would trace the hooks in, and compile again when they come out
             why_not = "with a compiled submodule (torch.compile)"
         if why_not is not None:
@@ -258,11 +270,12 @@ class ActivationTracker(ForwardHooks):
             # current tensors (other modules add theirs again when they are entered)
             self._excluded = storage_keys(module_tensors(module))
             self._excluded_roots = {mid}
-        if not self._begin(module):
+        if not self._begin(module, tree):
             self.unmeasured = "inside saved_tensors_hooks of your own (save_on_cpu...)"
             self._note(f"a forward of {type(module).__name__} {self.unmeasured} is not measured")
             return
         self._signatures[mid] = sig
+        self._trees[mid] = fingerprint(map(id, tree))
         self._measured_in_cell.add(mid)
         self._ledger.new_epoch()
         self.unmeasured = None
@@ -291,6 +304,11 @@ class ActivationTracker(ForwardHooks):
         if not self._measured_in_cell:
             return 0
         return self._ledger.live_epochs(self._cell_epoch)
+
+    def tree_print(self, module: torch.nn.Module) -> Optional[tuple[int, int]]:
+        """:func:`fingerprint` of ``module``'s modules when its forward was last measured
+        (None: never measured), from the walk that forward made anyway."""
+        return self._trees.get(id(module))
 
     def measured_roots(self) -> list[torch.nn.Module]:
         """The models whose forward was measured in the current (or just ended) cell."""

@@ -26,7 +26,7 @@ from ._torchutil import (
     storage_cache,
     storage_keys,
 )
-from .activations import ActivationTracker
+from .activations import ActivationTracker, fingerprint
 from .breakdown import TotalFn, claim_models, finish_breakdown, measured_totals
 from .holder_scan import ScanState, scan_holders
 from .holders import ScanLimits, user_items
@@ -297,8 +297,12 @@ class InsightEngine:
         if kept.filled == now:
             return True
         model = kept.model() if kept.model is not None else None
-        if model is not None and module_ids(model) != kept.module_ids:
-            return False
+        if model is not None:
+            seen = tracker.tree_print(model)  # as its last measured forward walked it
+            if seen is None:
+                seen = fingerprint(module_ids(model))
+            if seen != kept.modules_print:
+                return False
         kept.layers = fill(tracker, kept.bones)
         kept.filled = now
         return True
@@ -327,7 +331,7 @@ class InsightEngine:
         claims = claim_models(all_modules, optimizers)
         ref = weakref.ref(model) if model is not None else None
         kept = Kept(key, name, ref, models, layers, claims, excluded, claims.tensors, bones)
-        kept.module_ids = module_ids(model) if model is not None else ()
+        kept.modules_print = fingerprint(module_ids(model)) if model is not None else (0, 0)
         # the models measured in this cell, else those the choice saw last (a cell that
         # ran none leaves the choice as it was)
         previous = self._kept.ran if self._kept is not None else ()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 import weakref
+from collections.abc import Sequence
 from typing import Any, Optional
 
 import torch
@@ -21,17 +22,19 @@ from ._torchutil import StorageKey, device_id, module_tensors, storage_keys
 from .ledger import OUTSIDE, SavedLedger
 
 
-def _first_tensor_shape(output: Any) -> Optional[list[int]]:
+def _first_tensor_shape(output: Any) -> Optional[Sequence[int]]:
+    """The output's shape as torch gives it (a ``torch.Size``: no list made inside the
+    forward; the layer rows turn it into one)."""
     if isinstance(output, torch.Tensor):
-        return [int(s) for s in output.shape]
+        return output.shape
     first = output[0] if isinstance(output, (tuple, list)) and output else None
     if isinstance(first, torch.Tensor) and first.dim() > 0:
-        return [int(s) for s in first.shape]
+        return first.shape
     # a ModelOutput, a dict, nested containers: the first tensor with a dimension (a
     # scalar loss first in a Hugging Face output has no batch)
     for leaf in tree_leaves(output):
         if isinstance(leaf, torch.Tensor) and leaf.dim() > 0:
-            return [int(s) for s in leaf.shape]
+            return leaf.shape
     return None
 
 
@@ -63,7 +66,8 @@ class ForwardHooks:
         except Exception:
             pass
 
-    def _enter(self, module: torch.nn.Module) -> None:
+    def _enter(self, module: torch.nn.Module, tree: Optional[list[torch.nn.Module]] = None) -> None:
+        """``module``'s forward starts (``tree``: its modules, when the caller walked them)."""
         mid = id(module)
         if self._stack:
             self._ledger.parents[mid] = self._stack[-1]
@@ -79,7 +83,8 @@ class ForwardHooks:
             else:
                 # one walk of the tree: its modules are marked done, so their own first
                 # calls below skip this (a measured forward's cost, paid per module)
-                tree = list(module.modules())
+                if tree is None:
+                    tree = list(module.modules())
                 self._excluded_roots.update(map(id, tree))
                 self._excluded |= storage_keys(
                     t for mod in tree for t in module_tensors(mod, recurse=False)

@@ -71,7 +71,7 @@ def fill(tracker: ActivationTracker, bones: Skeleton) -> list[dict[str, Any]]:
             "type": base["type"],
             "saved_bytes": stat.saved_bytes,
             "peak_saved_bytes": stat.peak_saved_bytes,
-            "output_shape": stat.output_shape,
+            "output_shape": None if stat.output_shape is None else list(stat.output_shape),
             "param_bytes": base["param_bytes"],
             "grad_bytes": base["grad_bytes"],
         }

@@ -2,14 +2,15 @@
 per-module figures (live, peak, by dtype) they add up to.
 
 A storage is counted once however many ops save it (``count`` references), from its first
-save to the moment autograd frees its last packed reference (a weakref callback on what the
-pack hook returned). Only integers, strings and weakrefs are kept: no tensor.
+save to the moment autograd frees its last packed reference (what the pack hook returned
+calls :meth:`SavedLedger.release` as it goes: saved.py). Only integers and strings are kept:
+no tensor.
 """
 
 from __future__ import annotations
 
 import threading
-import weakref
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -25,7 +26,7 @@ class LayerStat:
     type_name: str
     saved_bytes: int = 0
     peak_saved_bytes: int = 0
-    output_shape: Optional[list[int]] = None
+    output_shape: Optional[Sequence[int]] = None  # a torch.Size (layers.py: a list)
     by_dtype: dict[str, int] = field(default_factory=dict)  # live saved bytes per dtype
     #: ``by_dtype`` when ``peak_saved_bytes`` was reached (the estimator scales by it)
     peak_by_dtype: dict[str, int] = field(default_factory=dict)
@@ -42,10 +43,23 @@ class _Saved:
     last_epoch: int  # ... and last (an input every forward saves belongs to the newest)
 
 
+def _copy_into(by_dtype: dict[str, int], stat: LayerStat) -> None:
+    """``stat.peak_by_dtype = dict(by_dtype)``, in place when it has the same dtypes (a new
+    peak at nearly every save of a forward: no new dict each time)."""
+    peak = stat.peak_by_dtype
+    if len(peak) == len(by_dtype):
+        for dtype in by_dtype:
+            if dtype not in peak:
+                break
+        else:
+            peak.update(by_dtype)
+            return
+    stat.peak_by_dtype = dict(by_dtype)
+
+
 class SavedLedger:
     def __init__(self) -> None:
         self.live: dict[StorageKey, _Saved] = {}
-        self._refs: dict[int, tuple[Any, StorageKey]] = {}
         self.layers: dict[int, LayerStat] = {}
         self.parents: dict[int, int] = {}
         self._by_device: dict[str, int] = {}
@@ -66,8 +80,9 @@ class SavedLedger:
         return stat
 
     def count(self, key: StorageKey, nbytes: int, owner: int, dtype: str, packed: Any) -> None:
-        """``packed`` (what the pack hook returned) references storage ``key``: counted
-        until autograd frees it. ``nbytes`` is read only for a storage not yet live."""
+        """``packed`` (what the pack hook returned, a :class:`.saved.Saved`) references
+        storage ``key``: counted until autograd frees it, when it calls :meth:`release`.
+        ``nbytes`` is read only for a storage not yet live."""
         with self._lock:
             entry = self.live.get(key)
             if entry is None:
@@ -78,8 +93,8 @@ class SavedLedger:
             else:
                 entry.count += 1
                 entry.last_epoch = self.epoch
-            ref = weakref.ref(packed, self._release)
-            self._refs[id(ref)] = (ref, key)
+            packed.key = key
+            packed.ledger = self
 
     def known(self, key: StorageKey) -> bool:
         return key in self.live
@@ -90,14 +105,11 @@ class SavedLedger:
         stat.by_dtype[dtype] = stat.by_dtype.get(dtype, 0) + nbytes
         if stat.saved_bytes > stat.peak_saved_bytes:
             stat.peak_saved_bytes = stat.saved_bytes
-            stat.peak_by_dtype = dict(stat.by_dtype)
+            _copy_into(stat.by_dtype, stat)
 
-    def _release(self, ref: Any) -> None:
+    def release(self, key: StorageKey) -> None:
+        """A packed reference to ``key`` was freed (by autograd, on any thread)."""
         with self._lock:
-            entry = self._refs.pop(id(ref), None)
-            if entry is None:
-                return
-            key = entry[1]
             saved = self.live.get(key)
             if saved is None:
                 return

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 import threading
-from typing import Optional
+from typing import Any, Optional, Protocol
 
 import torch
 
@@ -51,22 +51,45 @@ _FULL_NAMES = _names_in_full()
 class Saved:
     """A saved tensor as autograd would keep it, and its version when saved.
 
-    ``origin`` is ``(node name, output number)`` for a saved output (autograd names the node
-    that saved it) and None for an input (autograd names the tensor's node at unpack).
-    Weak-referenceable: the tracker learns through a weakref when autograd frees it."""
+    ``node``/``output_nr`` name the node that saved it for a saved output (autograd names it
+    in its message) and are None for an input (autograd names the tensor's node at unpack).
+    When the tracker counts it, ``ledger.release(key)`` runs once autograd frees it
+    (``__del__``: no weakref, no callback object; a measured forward packs thousands of them,
+    and each object made there counts toward the cyclic GC's next collection)."""
 
-    __slots__ = ("__weakref__", "origin", "tensor", "version")
+    __slots__ = ("key", "ledger", "node", "output_nr", "tensor", "version")
 
-    def __init__(self, tensor: torch.Tensor, version: int, origin: Optional[tuple[str, int]]):
+    def __init__(
+        self, tensor: torch.Tensor, version: int, node: Optional[str], output_nr: int = 0
+    ) -> None:
         self.tensor = tensor
         self.version = version
-        self.origin = origin
+        self.node = node
+        self.output_nr = output_nr
+        self.ledger: Optional[_Ledger] = None
+        self.key: Any = None
+
+    @property
+    def origin(self) -> Optional[tuple[str, int]]:
+        return None if self.node is None else (self.node, self.output_nr)
+
+    def __del__(self) -> None:
+        ledger = self.ledger
+        if ledger is not None:
+            try:  # noqa: SIM105 (no context manager made for each freed tensor)
+                ledger.release(self.key)
+            except Exception:  # never a word on stderr from a finalizer
+                pass
+
+
+class _Ledger(Protocol):
+    def release(self, key: Any) -> None: ...
 
 
 def pack(t: torch.Tensor) -> Saved:
     node = t.grad_fn
     if node is not None and node._sequence_nr() == _next_sequence_nr() - 1:
-        return Saved(t.detach(), t._version, (node.name(), t.output_nr))
+        return Saved(t.detach(), t._version, node.name(), t.output_nr)
     return Saved(t, t._version, None)
 
 
