@@ -5,6 +5,7 @@ those of a full walk."""
 from __future__ import annotations
 
 import ast
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -305,8 +306,47 @@ def test_gradients_cleared_below_the_gate_are_seen(
     engine: InsightEngine, ns: dict[str, Any]
 ) -> None:
     """``zero_grad()`` frees the gradients; with no memory moved past the gate (the reading
-    stays), the optimizer's gradients still tell the claims are stale."""
+    stays), the optimizer's gradients still tell the claims are stale: also when the first,
+    middle and last parameters are frozen (the probe looks among those that train)."""
+    for i in (0, 40, 79):
+        ns["model"][i].requires_grad_(False)
     cell(engine, lambda: train(ns))
-    assert cell(engine)["breakdown"]["cpu"]["gradients"] > 0
+    trained = cell(engine)["breakdown"]["cpu"]["gradients"]
+    assert trained == 77 * (64 * 64 + 64) * 4
     ns["opt"].zero_grad(set_to_none=True)
     assert cell(engine)["breakdown"]["cpu"]["gradients"] == 0
+
+
+def test_a_module_swapped_after_the_cells_forward_is_seen(
+    engine: InsightEngine, ns: dict[str, Any]
+) -> None:
+    """The forward's own walk of the tree is older than a swap later in the same cell."""
+    cell(engine, lambda: train(ns))
+    insight = cell(engine, lambda: (ns["model"](ns["x"]), ns["model"].__setitem__(79, nn.ReLU())))
+    assert (insight["layers"][80]["path"], insight["layers"][80]["type"]) == ("79", "ReLU")
+
+
+def test_a_symbolic_output_shape_is_left_out() -> None:
+    """A jagged nested tensor's size is symbolic: no shape, and the insight is JSON."""
+
+    class Jagged(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = nn.Linear(4, 4)
+
+        def forward(self, x: Any) -> Any:
+            y = self.lin(x)
+            return torch.nested.nested_tensor([y[:2], y[2:]], layout=torch.jagged)
+
+    ns = {"model": Jagged(), "x": torch.randn(5, 4, requires_grad=True)}
+    engine = InsightEngine(namespace=ns)
+    engine.install()
+    try:
+        insight = cell(engine, lambda: ns.__setitem__("out", ns["model"](ns["x"])))
+    finally:
+        engine.uninstall()
+    assert [(r["path"], r["output_shape"]) for r in insight["layers"]] == [
+        ("", None),
+        ("lin", [5, 4]),
+    ]
+    json.dumps(insight)

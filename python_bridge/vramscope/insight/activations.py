@@ -16,8 +16,8 @@ How it works
 * The pack hook hands autograd a :class:`.saved.Saved` (the tensor as autograd keeps it and
   its version; unpack raises autograd's own error if it was modified in place). It counts the
   tensor's storage (``(device, untyped_storage().data_ptr())``) once, however many ops save
-  it, with a weakref callback on the ``Saved``: when autograd frees it, the bytes leave the
-  live total.
+  it; the ``Saved``'s finalizer tells the ledger when autograd frees it, and the bytes leave
+  the live total.
 * Storages of parameters/buffers of the modules being run, and leaves that require grad, are
   excluded (``addmm`` saves ``weight.t()``, a view of the parameter).
 * The global module hooks keep a stack of running modules; a saved storage is attributed to
@@ -80,8 +80,8 @@ class ActivationTracker(ForwardHooks):
         self._active: Optional[int] = None  # id() of the model whose forward is measured
         self._roots = RootWatch(self._root_pre, self._root_post)
         self._signatures: dict[int, Signature] = {}
-        #: id(model) -> ``layers.fingerprint`` of its modules at its last measured forward
-        self._trees: dict[int, tuple[int, int]] = {}
+        #: id(model) -> (epoch, :func:`fingerprint` of its modules) at its last measured forward
+        self._trees: dict[int, tuple[int, tuple[int, int]]] = {}
         self._measured_in_cell: set[int] = set()
         self._cell: tuple[Optional[str], Optional[int]] = (None, None)
         self._forwards = 0  # root forwards in this cell
@@ -125,6 +125,7 @@ class ActivationTracker(ForwardHooks):
         self._end()
         self._roots.uninstall()
         self._signatures.clear()
+        self._trees.clear()
         self._stack.clear()
 
     def adopt(self, values: Any) -> None:
@@ -256,10 +257,12 @@ class ActivationTracker(ForwardHooks):
         if reason is None:
             return
         why_not = _why_unmeasurable()
-        tree = list(module.modules())  # walked once: here and by _enter's exclusions
-        if why_not is None and any(map(is_compiled, tree)):
-            # Dynamo would trace the hooks in, and compile again when they come out
-            why_not = "with a compiled submodule (torch.compile)"
+        tree: list[torch.nn.Module] = []
+        if why_not is None:
+            tree = list(module.modules())  # walked once: here and by _enter's exclusions
+            if any(map(is_compiled, tree)):
+                # Dynamo would trace the hooks in, and compile again when they come out
+                why_not = "with a compiled submodule (torch.compile)"
         if why_not is not None:
             self.unmeasured = why_not
             self._note(f"a forward of {type(module).__name__} {why_not} is not measured")
@@ -275,9 +278,9 @@ class ActivationTracker(ForwardHooks):
             self._note(f"a forward of {type(module).__name__} {self.unmeasured} is not measured")
             return
         self._signatures[mid] = sig
-        self._trees[mid] = fingerprint(map(id, tree))
         self._measured_in_cell.add(mid)
         self._ledger.new_epoch()
+        self._trees[mid] = (self._ledger.epoch, fingerprint(map(id, tree)))
         self.unmeasured = None
         if sig[3] or self.measured is None or self.measured.get("cell") != self._cell:
             self.measured = {
@@ -305,10 +308,17 @@ class ActivationTracker(ForwardHooks):
             return 0
         return self._ledger.live_epochs(self._cell_epoch)
 
-    def tree_print(self, module: torch.nn.Module) -> Optional[tuple[int, int]]:
-        """:func:`fingerprint` of ``module``'s modules when its forward was last measured
-        (None: never measured), from the walk that forward made anyway."""
-        return self._trees.get(id(module))
+    def tree_print(self, module: torch.nn.Module, since: int) -> Optional[tuple[int, int]]:
+        """:func:`fingerprint` of ``module``'s modules from the walk its last measured
+        forward made anyway, if that forward came after epoch ``since`` (else None)."""
+        entry = self._trees.get(id(module))
+        return entry[1] if entry is not None and entry[0] > since else None
+
+    @property
+    def registrations(self) -> int:
+        """How many modules and parameters were assigned to modules since install (a
+        submodule swapped in, a model built): changes the moment a model's tree may have."""
+        return self._roots.registrations
 
     def measured_roots(self) -> list[torch.nn.Module]:
         """The models whose forward was measured in the current (or just ended) cell."""

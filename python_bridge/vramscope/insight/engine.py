@@ -31,7 +31,16 @@ from .breakdown import TotalFn, claim_models, finish_breakdown, measured_totals
 from .holder_scan import ScanState, scan_holders
 from .holders import ScanLimits, user_items
 from .layers import fill, module_ids, skeleton
-from .reuse import Kept, holders_key, memory_moved, peaks_reset, totals, world_key
+from .reuse import (
+    Kept,
+    Probe,
+    grad_probe,
+    holders_key,
+    memory_moved,
+    peaks_reset,
+    totals,
+    world_key,
+)
 
 SNAPSHOT_BUDGET_MS = 2000.0
 #: A holders scan continued in this many slices (~2 s at the default 20 ms) gives up.
@@ -71,6 +80,7 @@ class InsightEngine:
         self._scan: Optional[ScanState] = None  # an after-cell holders scan to continue
         #: the parts of the last after-cell insight that walked the models (reuse.py)
         self._kept: Optional[Kept] = None
+        self._probes: dict[int, Probe] = {}  # per optimizer id: reuse.grad_probe
         self._peaks_reset: Optional[tuple[Any, int]] = None  # tracker (epoch, bytes) then
         self._settle = False  # the models were walked or scanned: read the totals after
 
@@ -199,7 +209,7 @@ class InsightEngine:
         kept = None
         hkey: tuple[Any, ...] = ()
         if resumable:
-            key = world_key(modules, optimizers, self._choice())
+            key = world_key(modules, optimizers, self._choice(), self._probes)
             hkey = holders_key(items, ns, self._shell, self._tracker)
             kept = self._reusable(key, after_cell)
         breakdown = None
@@ -212,6 +222,9 @@ class InsightEngine:
         if kept is None:
             if after_cell:
                 self._scan = None  # a holders scan goes on only over unchanged models
+            if resumable:  # where the next cells look for gradients (one pass, with the walk)
+                self._probes = {id(o): grad_probe(o) for o in optimizers}
+                key = world_key(modules, optimizers, self._choice(), self._probes)
             kept = self._compute(modules, optimizers, model_override, key if resumable else ())
             breakdown = finish_breakdown(kept.claims, live, self._total_fn)
             kept.totals = totals(breakdown)
@@ -298,11 +311,17 @@ class InsightEngine:
             return True
         model = kept.model() if kept.model is not None else None
         if model is not None:
-            seen = tracker.tree_print(model)  # as its last measured forward walked it
-            if seen is None:
-                seen = fingerprint(module_ids(model))
-            if seen != kept.modules_print:
-                return False
+            if tracker.registrations != kept.registrations:
+                # a module or parameter was assigned somewhere since the rows were checked:
+                # walk the model's tree (a swap after the cell's forward included)
+                if fingerprint(module_ids(model)) != kept.modules_print:
+                    return False
+                kept.registrations = tracker.registrations
+            else:
+                # as a measured forward since walked it (a `del model[i]` before it)
+                seen = tracker.tree_print(model, since=kept.filled[0] if kept.filled else -1)
+                if seen is not None and seen != kept.modules_print:
+                    return False
         kept.layers = fill(tracker, kept.bones)
         kept.filled = now
         return True
@@ -332,6 +351,7 @@ class InsightEngine:
         ref = weakref.ref(model) if model is not None else None
         kept = Kept(key, name, ref, models, layers, claims, excluded, claims.tensors, bones)
         kept.modules_print = fingerprint(module_ids(model)) if model is not None else (0, 0)
+        kept.registrations = self._tracker.registrations
         # the models measured in this cell, else those the choice saw last (a cell that
         # ran none leaves the choice as it was)
         previous = self._kept.ran if self._kept is not None else ()

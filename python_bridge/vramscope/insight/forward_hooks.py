@@ -24,18 +24,26 @@ from .ledger import OUTSIDE, SavedLedger
 
 def _first_tensor_shape(output: Any) -> Optional[Sequence[int]]:
     """The output's shape as torch gives it (a ``torch.Size``: no list made inside the
-    forward; the layer rows turn it into one)."""
+    forward; the layer rows turn it into one), None when it has a symbolic size (a jagged
+    nested tensor's, a traced one's: kept, it would keep its shape environment alive)."""
     if isinstance(output, torch.Tensor):
-        return output.shape
+        return _plain(output.shape)
     first = output[0] if isinstance(output, (tuple, list)) and output else None
     if isinstance(first, torch.Tensor) and first.dim() > 0:
-        return first.shape
+        return _plain(first.shape)
     # a ModelOutput, a dict, nested containers: the first tensor with a dimension (a
     # scalar loss first in a Hugging Face output has no batch)
     for leaf in tree_leaves(output):
         if isinstance(leaf, torch.Tensor) and leaf.dim() > 0:
-            return leaf.shape
+            return _plain(leaf.shape)
     return None
+
+
+def _plain(shape: torch.Size) -> Optional[torch.Size]:
+    for size in shape:
+        if type(size) is not int:
+            return None
+    return shape
 
 
 class ForwardHooks:

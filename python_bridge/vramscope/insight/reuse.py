@@ -10,8 +10,9 @@ tell without walking a model:
 
 - the models' parts (the reported model and the picker's list, the claims, the excluded
   storages, the rows' walk): the namespace binds the same modules and optimizers to the same
-  names, each optimizer has state for as many parameters and its first, middle and last
-  parameter of each group have or lack a gradient as before (:func:`_grads`), the
+  names, each optimizer has state for as many parameters and the parameters probed for
+  gradients (three per group among those that require one) have or lack one as before
+  (:func:`_grads`), the
   reported model was not changed (``watch``), no other model ran than the one the choice
   saw, and the reported model's modules are the same ones (their fingerprint as its last
   measured forward walked them, or :func:`.layers.module_ids` for a model never measured);
@@ -72,6 +73,8 @@ class Kept:
     bones: tuple[list[dict[str, Any]], list[int]] = ([], [])  # layers.skeleton
     #: the reported model's modules (``activations.fingerprint`` of ``layers.module_ids``)
     modules_print: tuple[int, int] = (0, 0)
+    #: the tracker's ``registrations`` when ``modules_print`` was last checked
+    registrations: int = -1
     ran: tuple[int, ...] = ()  # the models measured in the cell the choice was made after
     totals: dict[str, int] = field(default_factory=dict)  # measured when computed
     #: the tracker's (epoch, live saved bytes) when the rows were filled
@@ -85,11 +88,15 @@ class Kept:
 
 
 def world_key(
-    modules: Iterable[tuple[str, Any]], optimizers: Iterable[Any], choice: tuple[Any, ...]
+    modules: Iterable[tuple[str, Any]],
+    optimizers: Iterable[Any],
+    choice: tuple[Any, ...],
+    probes: Mapping[int, Probe],
 ) -> tuple[Any, ...]:
-    """What the models' parts depend on, read without walking a model (see the module doc)."""
+    """What the models' parts depend on, read without walking a model (see the module doc);
+    ``probes``: each optimizer's :func:`grad_probe` (by id), from the last walk."""
     names = tuple((n, id(v)) for n, v in modules)
-    states = tuple((id(o), len(o.state), _grads(o)) for o in optimizers)
+    states = tuple((id(o), len(o.state), _grads(o, probes.get(id(o)))) for o in optimizers)
     return names, states, choice
 
 
@@ -110,21 +117,45 @@ def holders_key(
     return names, cache, failed, tracker.total_bytes()
 
 
-def _grads(optimizer: Any) -> tuple[tuple[bool, ...], ...]:
-    """Which of three parameters of each group (the first, the middle, the last) have a
-    gradient: O(groups), not O(parameters) (counting them all took ~7 ms a cell with a
-    10,000-module model). Gradients come and go together: a backward gives them, and
-    ``zero_grad()`` takes them (``set_to_none``); a change that leaves those three as they
-    were moves memory (:func:`memory_moved`) or shows at the next walk."""
+Probe = tuple[tuple[int, ...], ...]  # per parameter group, where to look for gradients
+
+
+def grad_probe(optimizer: Any) -> Probe:
+    """Where :func:`_grads` looks: per parameter group, the first, middle and last of the
+    parameters that require a gradient (frozen ones never get one: a LoRA model's base
+    weights, under an optimizer given all of ``model.parameters()``). One pass over the
+    parameters, made when the models are walked anyway."""
     try:
-        ends = []
+        probe = []
         for group in optimizer.param_groups:
-            params = group["params"]
-            n = len(params)
-            ends.append(tuple(params[i].grad is not None for i in sorted({0, n // 2, n - 1}) if n))
-        return tuple(ends)
+            live = [i for i, p in enumerate(group["params"]) if p.requires_grad]
+            probe.append(tuple(sorted({live[0], live[len(live) // 2], live[-1]})) if live else ())
+        return tuple(probe)
     except Exception:
         return ()
+
+
+def _grads(optimizer: Any, probe: Optional[Probe]) -> tuple[Any, ...]:
+    """Whether the probed parameters (:func:`grad_probe`; without one, the first, middle and
+    last of each group) have a gradient: O(groups), not O(parameters) (counting them all took
+    ~7 ms a cell with a 10,000-module model). Gradients come and go together: a backward
+    gives them, and ``zero_grad()`` takes them (``set_to_none``); a change that leaves the
+    probed ones as they were moves memory (:func:`memory_moved`) or shows at the next walk."""
+    try:
+        groups = optimizer.param_groups
+        if probe is None or len(probe) != len(groups):
+            probe = tuple(
+                tuple(sorted({0, len(g["params"]) // 2, len(g["params"]) - 1}))
+                if g["params"]
+                else ()
+                for g in groups
+            )
+        return tuple(
+            tuple(group["params"][i].grad is not None for i in where)
+            for group, where in zip(groups, probe)
+        )
+    except Exception:  # a parameter gone from a group: not the world the parts saw
+        return ("unreadable",)
 
 
 def memory_moved(now: Mapping[str, int], computed: Mapping[str, int]) -> bool:

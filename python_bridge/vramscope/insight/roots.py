@@ -60,6 +60,8 @@ class RootWatch:
         #: id(child of a LightningModule) -> id(that module); forwards running, by id
         self._nested_in: dict[int, int] = {}
         self._running: dict[int, int] = {}
+        #: calls of the registration hooks so far (a module or parameter assigned anywhere)
+        self.registrations = 0
 
     def install(self) -> None:
         if not self._registration:
@@ -133,6 +135,7 @@ class RootWatch:
     # -- the registration hook (inside the user's model construction: never raise) ------
 
     def _registered(self, module: Any, _name: str, submodule: Any) -> None:
+        self.registrations += 1
         try:
             if isinstance(submodule, torch.nn.Module):
                 if is_compile_wrapper(module):
@@ -151,6 +154,7 @@ class RootWatch:
         return None
 
     def _parameter(self, module: Any, _name: str, param: Any) -> None:
+        self.registrations += 1
         try:
             if param is not None and not self.watched(module) and module not in self._children:
                 self._add(module)
