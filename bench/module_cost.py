@@ -7,7 +7,8 @@ model with every linear layer adapted on a small-width Llama-like layout built f
 (forward, backward, an AdamW step; torch on 1 thread): one with the bridge loaded as the
 front end loads it
 (``_bootstrap()`` before the model is built, a ``stream`` comm open) and two plain ones. Then
-blocks of back-to-back cells (``pass``, ``print(1)``, and a forward of the model) are timed
+blocks of back-to-back cells (``pass``, ``print(1)``, a forward of the model, and a training
+step that binds its loss to a name, as notebooks do) are timed
 (execute_request -> execute_reply) in every kernel, the kernels' order rotating from block to
 block, each block preceded by one untimed cell (it takes whatever the previous block left
 behind). Printed per model and cell: added ms per cell, median and p90, bridge against the
@@ -87,6 +88,14 @@ FORWARD = {
     "m10k": "y = model(x).sum().item()",
     "lora": "y = model(input_ids=x).logits.sum().item()",
 }
+#: a training step that binds its loss to a name, as notebooks do (the holders see a rebinding)
+TRAIN = {
+    "m1k": "loss = model(x).square().mean(); loss.backward(); opt.step(); opt.zero_grad()",
+    "m10k": "loss = model(x).square().mean(); loss.backward(); opt.step(); opt.zero_grad()",
+    "lora": (
+        "loss = model(input_ids=x, labels=x).loss; loss.backward(); opt.step(); opt.zero_grad()"
+    ),
+}
 COUNT = "sum(1 for _ in model.modules())"
 CPU_READS = (
     "(lambda c: f'mallinfo2 {c.read_cost_s * 1e3:.2f} ms a call on the cells path, '"
@@ -142,12 +151,17 @@ def run_model(key: str, args: argparse.Namespace) -> list[str]:
     kernels = {arm: start(KernelHarness, arm == "bridge", setup) for arm in ARMS}
     try:
         modules = int(kernels["bridge"].eval(COUNT))
-        cells = {"pass": "pass", "print(1)": "print(1)", "forward": FORWARD[key]}
+        cells = {
+            "pass": "pass",
+            "print(1)": "print(1)",
+            "forward": FORWARD[key],
+            "train step": TRAIN[key],
+        }
         times: dict[tuple[str, str], list[float]] = {}
         scans: dict[str, list[float]] = {name: [] for name in cells}
         for r in range(args.rounds):
             for name, code in cells.items():
-                n = args.forward_cells if name == "forward" else args.cells
+                n = args.cells if name in ("pass", "print(1)") else args.forward_cells
                 order = ARMS[r % 3 :] + ARMS[: r % 3]
                 for arm in order if r % 2 == 0 else order[::-1]:
                     drain(kernels[arm])
@@ -182,7 +196,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--cells", type=int, default=20, help="trivial cells per block")
-    parser.add_argument("--forward-cells", type=int, default=5, help="forward cells per block")
+    parser.add_argument(
+        "--forward-cells", type=int, default=5, help="forward and train-step cells per block"
+    )
     parser.add_argument("--models", default="m1k,m10k,lora", help=f"of {', '.join(MODELS)}")
     parser.add_argument("--record", action="store_true", help="write to bench/RESULTS.md")
     parser.add_argument("--title", default="module_cost", help="its section in RESULTS.md")
@@ -191,9 +207,10 @@ def main() -> None:
 
     lines = [
         f"{args.rounds} rounds; per round and cell, one block per kernel ({args.cells} trivial "
-        f"or {args.forward_cells} forward cells back to back after one untimed cell), order "
-        "rotating; three kernels per model: bridge (as the front end loads it, stream comm "
-        "open), plain, plain again (A/A); each model trained once (forward, backward, AdamW)",
+        f"or {args.forward_cells} forward or train-step cells back to back after one untimed "
+        "cell), order rotating; three kernels per model: bridge (as the front end loads it, "
+        "stream comm open), plain, plain again (A/A); each model trained once (forward, "
+        "backward, AdamW)",
     ]
     for key in args.models.split(","):
         lines.extend(run_model(key, args))

@@ -350,3 +350,45 @@ def test_a_symbolic_output_shape_is_left_out() -> None:
         ("lin", [5, 4]),
     ]
     json.dumps(insight)
+
+
+def test_a_loss_bound_again_is_scanned_without_walking_the_model(
+    engine: InsightEngine, ns: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A training cell binds ``loss`` to a new tensor: the holders are scanned again, but the
+    model and optimizer, bound and reached as before, are not walked again; the holders are
+    those of a full scan."""
+
+    def step() -> None:
+        ns["loss"] = ns["model"](ns["x"]).square().mean()
+        ns["loss"].backward()
+        ns["opt"].step()
+
+    cell(engine, step)
+    cell(engine, step)
+    walks = Walks(monkeypatch)
+    insight = after_cell_walks(engine, walks, step)
+    assert walks.calls == 0
+    names = [h["name"] for h in insight["holders"]]
+    assert "model" in names and "opt" in names
+    assert figures(insight)["holders"] == figures(engine.snapshot(None))["holders"]
+
+
+def test_a_model_reached_after_other_claims_is_walked_again(
+    engine: InsightEngine, ns: dict[str, Any]
+) -> None:
+    """A name scanned before the model now holds one of its weights: the model's holder
+    gives that storage up (deduplication), as a full scan does."""
+
+    def model_bytes(insight: dict[str, Any]) -> int:
+        return int(next(h["bytes"] for h in insight["holders"] if h["name"] == "model"))
+
+    cell(engine, lambda: train(ns))
+    before = model_bytes(cell(engine))
+    rest = list(ns.items())
+    ns.clear()
+    ns["w"] = rest[0][1][0].weight  # the model's first weight, scanned first
+    ns.update(rest)
+    insight = cell(engine)
+    assert model_bytes(insight) == before - 2 * 64 * 64 * 4  # the weight and its gradient
+    assert figures(insight)["holders"] == figures(engine.snapshot(None))["holders"]
