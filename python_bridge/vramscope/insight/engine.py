@@ -252,7 +252,6 @@ class InsightEngine:
                 items=items,
                 checkpoint_frames=list(self._tracker.checkpoint_frames),
                 state=self._scan if resumable else None,
-                walked=kept.walked if resumable else None,
             )
         skipped = None
         if resumable:

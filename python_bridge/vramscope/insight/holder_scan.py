@@ -8,12 +8,6 @@ up again and continues, so every variable is scanned in the end, in the same ord
 the same deduplication as one long scan. A holder cut short by the budget is rolled back
 and scanned again whole in the next slice, which the caller gives twice the budget for each
 slice in a row that finished nothing (``stalled``): one large holder cannot stall the scan.
-
-A model or optimizer bound to the same name as in the last scan, reached with the same
-storages claimed before it, is not walked again (:class:`Walked`): what it claimed and its
-entry are reused. The caller keeps those only while the models' parts are unchanged
-(reuse.py: the same modules and optimizers, with as many states, and their gradients as
-they were), so a training cell that binds ``loss`` again scans ``loss``, not the model.
 """
 
 from __future__ import annotations
@@ -37,22 +31,6 @@ from .holders import (
 )
 
 _MISSING = object()
-
-
-@dataclass
-class Walked:
-    """A model or optimizer holder as the last scan walked it (storage keys, strings and
-    integers only): reused while the name binds the same object and the storages claimed
-    before it are the same (``prior``: their number and a hash of them)."""
-
-    value_id: int
-    prior: tuple[int, int]
-    claimed: frozenset[StorageKey]
-    entry: Optional[dict[str, Any]]
-
-
-def _prior(claimed: set[StorageKey]) -> tuple[int, int]:
-    return len(claimed), hash(frozenset(claimed))
 
 
 @dataclass
@@ -82,7 +60,6 @@ def scan_holders(
     items: Optional[list[tuple[str, Any]]] = None,
     checkpoint_frames: Optional[list[Any]] = None,
     state: Optional[ScanState] = None,
-    walked: Optional[dict[str, Walked]] = None,
 ) -> tuple[list[dict[str, Any]], Optional[ScanState]]:
     """The protocol's ``holders`` list (bytes desc) and, when the deadline cut the scan
     short, the state to continue from (None: complete).
@@ -91,8 +68,6 @@ def scan_holders(
     ``items``: the namespace's ``user_items`` when the caller has them already.
     ``checkpoint_frames``: checkpoint frames the activation tracker saw (see checkpoints.py).
     ``state``: a previous slice's state: continue it (``items`` is then not used).
-    ``walked``: models and optimizers as earlier scans walked them, by name (reused where
-    :class:`Walked` says, updated with those walked now).
     """
     limits = limits or ScanLimits()
     scanner = HolderScanner(deadline, limits, param_keys, checkpoint_frames)
@@ -111,7 +86,7 @@ def scan_holders(
         while state.done < state.total:
             mark = scanner.mark()
             try:
-                holder = _scan_one(scanner, state, values, namespace, shell, limits, walked)
+                holder = _scan_one(scanner, state, values, namespace, shell, limits)
             except OverBudget:
                 scanner.rollback(mark)
                 raise
@@ -131,7 +106,6 @@ def _scan_one(
     namespace: dict[str, Any],
     shell: Any,
     limits: ScanLimits,
-    walked: Optional[dict[str, Walked]] = None,
 ) -> Optional[dict[str, Any]]:
     """Scan the holder at ``state.done``; its entry, or None when below ``min_bytes``."""
     tally = _Tally()
@@ -141,21 +115,11 @@ def _scan_one(
         value = values.get(name, _MISSING) if values else namespace.get(name, _MISSING)
         if value is _MISSING:
             return None  # deleted since the scan started
-        if walked is None or not isinstance(value, (torch.nn.Module, torch.optim.Optimizer)):
-            return _variable(scanner, name, value, tally, limits)
-        prior = _prior(scanner.claimed)
-        before = walked.get(name)
-        if before is not None and before.value_id == id(value) and before.prior == prior:
-            scanner.claimed |= before.claimed
-            return dict(before.entry) if before.entry is not None else None
-        mark = scanner.mark()
-        entry = _variable(scanner, name, value, tally, limits)
-        added = scanner.added_since(mark)
-        if added is None:  # it reached graph nodes or frames too: walked every time
-            walked.pop(name, None)
-        else:
-            walked[name] = Walked(id(value), prior, frozenset(added), entry)
-        return entry
+        scanner.walk(value, tally)
+        if tally.bytes < limits.min_bytes:
+            return None
+        kind, why, fix = _describe_variable(name, value, tally)
+        return _holder(name, kind, tally.bytes, why, fix)
     if index == len(state.names):
         scanner.walk_all(_output_cache_objects(namespace, shell), tally, depth=1)
         if tally.bytes < limits.min_bytes:
@@ -179,16 +143,6 @@ def _scan_one(
         "frames' locals alive",
         FREE_TRACEBACK,
     )
-
-
-def _variable(
-    scanner: HolderScanner, name: str, value: Any, tally: _Tally, limits: ScanLimits
-) -> Optional[dict[str, Any]]:
-    scanner.walk(value, tally)
-    if tally.bytes < limits.min_bytes:
-        return None
-    kind, why, fix = _describe_variable(name, value, tally)
-    return _holder(name, kind, tally.bytes, why, fix)
 
 
 def _sorted(found: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -104,16 +104,6 @@ class HolderScanner:
     def mark(self) -> int:
         return len(self._log)
 
-    def added_since(self, mark: int) -> Optional[set[Any]]:
-        """The storage keys claimed since ``mark``; None when graph nodes or checkpoint
-        frames were visited too (what they claim depends on more than the holder)."""
-        added: set[Any] = set()
-        for where, key in self._log[mark:]:
-            if where is not self.claimed:
-                return None
-            added.add(key)
-        return added
-
     def rollback(self, mark: int) -> None:
         """Forget what was claimed/visited since ``mark`` (a holder the budget cut short)."""
         while len(self._log) > mark:

@@ -21,9 +21,7 @@ tell without walking a model:
 - the holders: besides, the namespace binds the same objects to the same names (values that
   cannot hold a tensor, such as numbers and strings, left out), IPython's output cache and
   the kept traceback are the same objects, and the tracker's live saved bytes are the same
-  (a list that keeps graphs grows them); when they are scanned again, a model or optimizer
-  bound to the same name as before, and reached with the same storages claimed before it,
-  is not walked again (holder_scan.Walked);
+  (a list that keeps graphs grows them);
 - no device's measured total moved past its gate since the parts were computed (:data:`GATES`:
   on CPU 1 MiB, the smallest holder listed; an accelerator's allocator: not at all): what
   changes a model's storages without a forward (``model.half()``, ``zero_grad()``, an
@@ -83,9 +81,6 @@ class Kept:
     filled: tuple[Any, ...] = ()
     holders: Optional[list[dict[str, Any]]] = None  # once the holders scan completed
     holders_key: tuple[Any, ...] = ()  # what they depend on (holders_key)
-    #: the models and optimizers as the holders scans walked them (holder_scan.Walked), by
-    #: name: a scan again after a name was bound to another object walks only what changed
-    walked: dict[str, Any] = field(default_factory=dict)
 
     @property
     def small(self) -> bool:
