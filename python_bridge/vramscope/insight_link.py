@@ -26,6 +26,7 @@ class InsightLink:
         #: the newest after-cell Insight whose layers saved activations (the last measured
         #: step's per-layer figures, which the next cell's peak reset sets to 0): the report's
         self.measured: dict[str, Any] | None = None
+        self._rows_seen: list[dict[str, Any]] | None = None
         self._import_watch: Optional[TorchImportWatch] = None
         # IPython 9 counts a cell before pre_run_cell, older versions after it: the
         # difference to the record's count is learned at the first cell's end
@@ -127,8 +128,12 @@ class InsightLink:
         if result is not None:
             self.last = result
             rows = result.get("layers") or []
-            if not resume and any(row.get("peak_saved_bytes") for row in rows):
-                self.measured = result
+            # the engine hands the same rows again after a cell that changed none (they are
+            # never changed in place): looked at once, not after every cell
+            if not resume and rows is not self._rows_seen:
+                self._rows_seen = rows
+                if any(row.get("peak_saved_bytes") for row in rows):
+                    self.measured = result
         return result
 
     def snapshot(self, model: str | None) -> dict[str, Any]:
