@@ -339,7 +339,8 @@ class Runtime(Requests):
         if result is None:
             return
         if not resume:  # a continued holders scan changes the holders only
-            self.activation_memo.observe(result)
+            if self.insight.rows_changed:
+                self.activation_memo.observe(result)
             self.optimize.after_insight(result)
         self.bridge.broadcast({"type": "insight", "insight": cast(Insight, self._slim(result))})
         if result.get("partial") and not result.get("skipped"):

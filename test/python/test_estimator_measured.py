@@ -129,17 +129,3 @@ def _memo_of(found: Any) -> ActivationMemo:
     memo = ActivationMemo()
     memo._by_model[found.model] = found
     return memo
-
-
-def test_the_same_rows_are_measured_once_and_new_rows_again() -> None:
-    """After a cell that changed no row the engine hands the same list again: observed
-    once; a new list (a measured forward) is measured even with equal figures."""
-    rows = [{"path": "", "peak_saved_bytes": 4096, "output_shape": [8, 16]}]
-    memo = ActivationMemo()
-    first = memo.observe({"model": "m", "layers": rows})
-    assert first is not None and first.saved_bytes == 4096 and first.batch_size == 8
-    assert memo.observe({"model": "m", "layers": rows}) is None
-    assert memo.get("m") is first
-    again = memo.observe({"model": "m", "layers": [dict(rows[0], peak_saved_bytes=8192)]})
-    assert again is not None and memo.get("m") is again and again.saved_bytes == 8192
-    assert memo.observe({"model": "other", "layers": rows}) is not None  # another model

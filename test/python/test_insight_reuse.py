@@ -350,3 +350,35 @@ def test_a_symbolic_output_shape_is_left_out() -> None:
         ("lin", [5, 4]),
     ]
     json.dumps(insight)
+
+
+def test_the_same_rows_are_looked_at_once_and_new_rows_again(ns: dict[str, Any]) -> None:
+    """After a cell that changed no row the engine hands the same list again: the link says
+    so (the runtime's estimator memo and the report's last measured insight skip it); a
+    cell that ran the model brings new rows."""
+    from types import SimpleNamespace
+
+    from vramscope.insight_link import InsightLink
+
+    link = InsightLink(SimpleNamespace(user_ns=ns, user_ns_hidden={}))
+
+    def link_cell(n: int, code: Any = None) -> dict[str, Any]:
+        link.begin_cell("c", n, enabled=True)
+        if code is not None:
+            code()
+        link.end_cell(n)
+        result = link.after_cell(1000.0)
+        assert result is not None
+        return result
+
+    try:
+        trained = link_cell(1, lambda: ns["model"](ns["x"]).sum().backward())
+        assert link.rows_changed and link.measured is trained
+        rows = link_cell(2)["layers"]
+        assert link.rows_changed  # the peaks reset to the live figures: new rows
+        assert link_cell(3)["layers"] is rows and not link.rows_changed
+        assert link.measured is trained
+        link_cell(4, lambda: ns["model"](ns["x"]).sum().backward())
+        assert link.rows_changed and link.measured is not trained
+    finally:
+        link.close()
