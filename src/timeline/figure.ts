@@ -35,7 +35,10 @@ export const PLOT_CONFIG: any = {
   showTips: false,
   // a double-click autoranges (the model then shows all data), never resets to the first
   // range plotly was given (the first second of the session)
-  doubleClick: 'autosize'
+  doubleClick: 'autosize',
+  // plotly times the two clicks of a double-click by when its handlers run: while a live
+  // update renders between them (a busy page, a slow machine), 300 ms was missed
+  doubleClickDelay: 700
 };
 
 /** What one figure is built from. */
