@@ -16,8 +16,9 @@ Method (see docs/report-schema.md):
 
 A mallinfo2 call walks every free heap chunk: ~1 us on a fresh heap, ~10-25 ms after a
 10,000-module model was built and trained (80,000 free chunks). Its cost is timed at every
-call. When slow (over ``SLOW_READ_S``): the sampler calls it without the GIL and at most once
-per ``cost / SAMPLER_DUTY`` seconds (no CPU sample in between), and the breakdown after a
+call. When slow (over ``SLOW_READ_S``; for the sampler, at its last two calls: one slow call
+on a loaded machine is not a fragmented heap): the sampler calls it without the GIL and at
+most once per ``cost / SAMPLER_DUTY`` seconds (no CPU sample in between), and the breakdown after a
 cell reuses the cell's ending reading while no sampler reading since differed (``current``).
 A cell's starting reading is always taken: the kernel's own work between two cells (the
 cell's record, the reply, the bridge's messages) changes in-use memory by a few KiB, so the
@@ -119,6 +120,9 @@ class CpuDevice(Device):
         #: CPU seconds of the last mallinfo2 call on a cell's path and of the sampler's last
         self.read_cost_s = 0.0
         self.tick_cost_s = 0.0
+        #: the lesser of the sampler's last two costs: one slow call (the thread preempted in
+        #: its walk, a page fault) is not a slow heap; a fragmented heap makes every call slow
+        self.tick_cost_est_s = 0.0
         self._next_tick_read = 0.0
         self._end: DeviceSample | None = None  # the last cell's ending reading ...
         self._since_end: int | None = None  # ... and the sampler's newest ``used`` since
@@ -161,7 +165,7 @@ class CpuDevice(Device):
         just woken, as much as mallinfo2 itself) at most every ``RSS_EVERY_S``, the last
         value in between. The per-cell figures use ``read``: both, fresh. On a slow heap
         mallinfo2 is called without the GIL, and only once its share of the thread's time
-        allows (None at the ticks in between)."""
+        allows (None at the ticks in between): slow means its last two calls were."""
         now = time.monotonic()
         if now - self._rss_at >= RSS_EVERY_S:
             self._rss, self._rss_at = self.rss(), now
@@ -171,14 +175,15 @@ class CpuDevice(Device):
             return None
         else:
             nogil = self._mallinfo2_nogil
-            func = (
-                nogil if self.tick_cost_s > SLOW_READ_S and nogil is not None else self._mallinfo2
-            )
+            slow = self.tick_cost_est_s > SLOW_READ_S
+            func = nogil if slow and nogil is not None else self._mallinfo2
             start = time.thread_time()  # CPU time: a wait for the GIL is not the call's cost
             info = func()
-            cost = self.tick_cost_s = time.thread_time() - start
+            cost = time.thread_time() - start
+            est = self.tick_cost_est_s = min(cost, self.tick_cost_s)
+            self.tick_cost_s = cost
             used = int(info.uordblks + info.hblkhd)
-            self._next_tick_read = now + cost / SAMPLER_DUTY if cost > SLOW_READ_S else 0.0
+            self._next_tick_read = now + est / SAMPLER_DUTY if est > SLOW_READ_S else 0.0
         self._since_end = used
         return {"used": used, "reserved": self._rss}
 
