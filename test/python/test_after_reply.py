@@ -149,21 +149,24 @@ def test_kept_keyed_work_runs_after_the_delay_without_another_submit() -> None:
 def test_a_run_all_keeps_keyed_work_until_the_kernel_is_idle() -> None:
     """Cells that end less than the delay apart (a Run All: each reply followed at once by the
     next cell) keep the keyed work (insight) queued; it runs once, the delay after the last."""
-    queue, ran, _ = _queue(delay_s=0.04)
+    # The delay is far longer than a cell here (300 ms against 5 ms), so that a stall of the
+    # test process on a loaded machine (the other worker, kernels) cannot pass it between two
+    # cells: a 40 ms delay against 15 ms cells failed that way once in a while.
+    queue, ran, _ = _queue(delay_s=0.3)
     times: list[float] = []
 
     async def run_all() -> tuple[list[str], float]:
         loop = asyncio.get_running_loop()
         start = loop.time()
-        for _cell in range(8):  # a cell: runs 15 ms (the loop runs between cells), then ends
+        for _cell in range(8):  # a cell: runs 5 ms (the loop runs between cells), then ends
             queue.flush(keep_keyed=True)  # its pre_run_cell
-            await asyncio.sleep(0.015)
+            await asyncio.sleep(0.005)
             queue.submit(lambda: (ran.append("insight"), times.append(loop.time())), key="ins")
         during = list(ran)
-        await asyncio.sleep(0.2)
+        await asyncio.sleep(0.6)
         return during, start
 
     during, start = asyncio.run(run_all())
-    assert during == []  # 8 cells x 15 ms: the 40 ms delay never passed without a cell ending
+    assert during == []  # 8 cells x 5 ms: the 300 ms delay never passed without a cell ending
     assert ran == ["insight"]
-    assert times[0] - start >= 8 * 0.015 + 0.04 - 0.005
+    assert times[0] - start >= 8 * 0.005 + 0.3 - 0.005

@@ -44,6 +44,9 @@ def test_slow_heap_sampler_keeps_its_share_and_cells_stay_exact() -> None:
         k.close()
     with_cpu = sum(1 for devices in ticks if "cpu" in devices)
     assert len(ticks) >= 10, ticks  # the 10 Hz ticks go on
-    assert 1 <= with_cpu <= 2 + IDLE_S * 0.01 / cost, (with_cpu, len(ticks), cost)
+    # throttled: ~IDLE_S * 1% / cost reads, not one a tick (~30). The sampler's own reads may
+    # cost less than the cell path's one (it throttles on the lesser of its last two): allow
+    # reads half as costly, and the first read of the window
+    assert 1 <= with_cpu <= 3 + IDLE_S * 0.01 / (cost / 2), (with_cpu, len(ticks), cost)
     for delta, size in zip(deltas[-3:], sizes):
         assert abs(delta - size) <= 32 * 1024, (deltas[-3:], sizes)

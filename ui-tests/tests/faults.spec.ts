@@ -16,6 +16,7 @@ import { expect, IJupyterLabPageFixture } from '@jupyterlab/galata';
 
 import {
   openPanel,
+  reloadInPlace,
   rows,
   runCode,
   setCode,
@@ -82,7 +83,7 @@ test('a page reload mid-training rebuilds the panel from the kernel', async ({
   );
 
   // a plain browser reload (the app comes back, restores the open notebook, reconnects)
-  await page.evaluate(() => window.location.reload());
+  await reloadInPlace(page);
   await page.waitForFunction(
     () =>
       !!(window as any).jupyterapp?.shell &&

@@ -11,11 +11,20 @@ import {
 } from './lab';
 import { panelBuilt } from './utils';
 
-/** A cell that runs for about 6 s and grows memory step by step (60 MiB in all). */
+/** The file whose appearance in the kernel's working directory ends SLOW_CELL. */
+const SLOW_STOP = 'stop-slow-cell';
+
+/**
+ * A cell that grows memory step by step (60 MiB in all, 1 MiB every 0.1 s) and runs until
+ * it has and the test has written SLOW_STOP (at most 2 minutes): a fixed 6 s could end
+ * before a slow page had seen what the test checks while it runs.
+ */
 const SLOW_CELL = [
   'xs = []',
-  'for i in range(60):',
-  '    xs.append(torch.ones(256 * 1024))  # 1 MiB more each step',
+  '_end = time.time() + 120',
+  `while (len(xs) < 60 or not os.path.exists('${SLOW_STOP}')) and time.time() < _end:`,
+  '    if len(xs) < 60:',
+  '        xs.append(torch.ones(256 * 1024))  # 1 MiB more each step',
   '    time.sleep(0.1)'
 ].join('\n');
 
@@ -77,7 +86,7 @@ test.describe('live timeline (issue 3)', () => {
     await page
       .locator('#vramscope-panel .vramscope-Timeline-window')
       .selectOption({ label: '1 min' });
-    await runCode(page, 0, 'import time, torch');
+    await runCode(page, 0, 'import os, time, torch');
 
     await test.step('samples arrive while the cell is still running', async () => {
       const prompt = await startCode(page, 1, SLOW_CELL);
@@ -113,6 +122,8 @@ test.describe('live timeline (issue 3)', () => {
         description: `${first} -> ${second} in ${seconds.toFixed(1)} s while [*]`
       });
       expect(second).toBeGreaterThan(first);
+      // the kernel runs in the notebook's folder: there the cell sees the file and ends
+      await page.contents.uploadContent('', 'text', `${tmpPath}/${SLOW_STOP}`);
       await waitForCell(page, 1);
     });
 

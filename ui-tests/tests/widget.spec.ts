@@ -4,6 +4,7 @@ import type { Locator } from '@playwright/test';
 import {
   inkedPixels,
   newNotebookWithPanel,
+  reloadInPlace,
   runCode,
   setCode,
   test
@@ -138,7 +139,7 @@ test.describe('inline widget (issue 11 item 3)', () => {
       });
       await page.notebook.save();
       // a plain reload: galata's page.reload() waits for a Launcher this layout has not got
-      await page.evaluate(() => window.location.reload());
+      await reloadInPlace(page);
       await page.waitForURL(/widget\.ipynb/);
       await page
         .locator('#jupyterlab-splash')
