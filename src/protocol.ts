@@ -70,6 +70,12 @@ export interface ISampleValues {
 export interface ISample {
   t: number;
   d: { [id: DeviceId]: ISampleValues };
+  /**
+   * Since 1.1, optional: devices the kernel did not read at this tick (the CPU on a
+   * fragmented heap, whose readings it spaces out): not in `d`, yet present; their lines go
+   * on from the last reading. A device missing from `d` and not listed here has no reading.
+   */
+  unread?: DeviceId[];
 }
 
 export interface ISettings {

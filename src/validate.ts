@@ -194,7 +194,11 @@ namespace Private {
     ['reserved', 'peak', 'device_used', 'device_total']
   );
 
-  export const sample = object({ t: num, d: record(sampleValues) });
+  /** `unread` is since 1.1: the devices not read at this tick. */
+  export const sample = object(
+    { t: num, d: record(sampleValues), unread: array(str) },
+    ['unread']
+  );
 
   export const settings = object(
     {

@@ -119,9 +119,16 @@ class DeviceSample(_DeviceSampleRequired, total=False):
     device_total: int
 
 
-class Sample(TypedDict):
+class _SampleRequired(TypedDict):
     t: float
     d: dict[str, DeviceSample]
+
+
+class Sample(_SampleRequired, total=False):
+    """``unread`` (since 1.1, optional): the devices not read at this tick (the CPU on a
+    fragmented heap, whose readings the sampler spaces out); their lines go on."""
+
+    unread: list[str]
 
 
 class _SettingsFields(TypedDict):

@@ -173,14 +173,20 @@ class Runtime(Requests):
     def read_all(self) -> Sample:
         """The sampler's tick: every device's ``tick`` reading."""
         readings: dict[str, DeviceSample] = {}
+        unread: list[str] = []
         for device in self.devices:
             try:
                 reading = device.tick()
-                if reading is not None:  # None: not read this tick (a slow CPU heap)
+                if reading is not None:
                     readings[device.id] = reading
+                else:  # not read this tick (a slow CPU heap): its line goes on
+                    unread.append(device.id)
             except Exception:
-                continue
-        return {"t": time.time(), "d": readings}
+                continue  # no reading: a gap in its line
+        sample: Sample = {"t": time.time(), "d": readings}
+        if unread:
+            sample["unread"] = unread
+        return sample
 
     def device_reading(self, device_id: str) -> DeviceSample | None:
         """One device's current reading (the insight breakdown's total and CUDA extras)."""

@@ -9,7 +9,8 @@
  * - mps: allocated (`used`), driver (`reserved`).
  *
  * A kernel restart, or a sample that lacks a device, inserts a `NaN` gap so the drawn line
- * breaks instead of bridging two kernel processes.
+ * breaks instead of bridging two kernel processes; a device the kernel only did not read at
+ * that tick (`unread`: the CPU on a fragmented heap) keeps its line.
  */
 import type { ICellRecord, IDeviceInfo, ISample } from '../protocol';
 import type {
@@ -357,9 +358,11 @@ export class TimelineSeries {
       }
       dev.push(t, sample.d[id]);
     }
-    // Devices absent from this sample: a gap (once).
+    // Devices absent from this sample: a gap (once), unless the kernel only skipped their
+    // reading at this tick (`unread`): then the line goes on from the last reading.
+    const unread = sample.unread ?? [];
     for (const d of this._order) {
-      if (!(d.id in sample.d)) {
+      if (!(d.id in sample.d) && !unread.includes(d.id)) {
         d.gap(t);
       }
     }

@@ -133,6 +133,25 @@ describe('TimelineSeries', () => {
     expect(series.device('cpu')!.length).toBe(4);
   });
 
+  it('keeps the line of a device the kernel did not read at a tick (unread)', () => {
+    const s = new FakeSession();
+    s.addSamples(
+      [
+        { t: 1, d: { cpu: { used: 1 } } },
+        { t: 2, d: {}, unread: ['cpu'] },
+        { t: 3, d: {}, unread: ['cpu'] },
+        { t: 4, d: { cpu: { used: 4 } } },
+        { t: 5, d: {} } // no reading at all: a gap
+      ],
+      false
+    );
+    const series = new TimelineSeries();
+    series.sync(s);
+    const cpu = series.device('cpu')!.traces[0].data;
+    expect(Array.from(cpu.times())).toEqual([1, 4, 5]);
+    expect(Array.from(cpu.values())).toEqual([1, 4, NaN]);
+  });
+
   it('rebuilds when more samples arrived than the ring keeps', () => {
     const s = new FakeSession(100);
     s.addSamples(sawtooth(80, { deviceId: 'cpu' }), false);

@@ -300,6 +300,27 @@ describe('validateKernelMessage: rejects malformed messages', () => {
     ).toBe('object');
   });
 
+  it('takes a sample that lists the devices not read (unread, since 1.1) and checks it', () => {
+    const msg = {
+      type: 'samples',
+      samples: [{ t: 1, d: {}, unread: ['cpu'] }],
+      dropped: 0
+    };
+    expect(validateKernelMessage(msg)).toEqual(msg);
+    expectError(
+      {
+        type: 'samples',
+        samples: [{ t: 1, d: {}, unread: 'cpu' }],
+        dropped: 0
+      },
+      'samples.samples[0].unread'
+    );
+    expectError(
+      { type: 'samples', samples: [{ t: 1, d: {}, unread: [3] }], dropped: 0 },
+      'samples.samples[0].unread[0]'
+    );
+  });
+
   it('rejects a reply without a result and a sample value without used', () => {
     expectError(
       { type: 'reply', id: 'vs-1', ok: true },

@@ -200,8 +200,9 @@ def test_samples_stream_while_cell_busy(kernel: KernelHarness, streams: dict[str
         if begin <= s["t"] <= end
     ]
     times = [s["t"] for s in during]
-    used = [s["d"]["cpu"]["used"] for s in during]
-    assert len(during) >= 5
+    assert all("cpu" in s["d"] or s.get("unread") == ["cpu"] for s in during)
+    used = [s["d"]["cpu"]["used"] for s in during if "cpu" in s["d"]]  # (a slow heap: fewer)
+    assert len(during) >= 5 and len(used) >= 3
     assert times == sorted(times)
     assert max(used) - used[0] >= 48 * MIB
     assert sum(1 for a, b in zip(used, used[1:]) if b < a - MIB) <= 2

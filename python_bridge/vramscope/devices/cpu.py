@@ -44,8 +44,12 @@ _OTHER_ALLOCATORS = ("jemalloc", "tcmalloc", "mimalloc")
 RSS_EVERY_S = 0.5
 #: A mallinfo2 call that took more CPU time than this is slow (a fragmented heap).
 SLOW_READ_S = 0.0003
-#: On a slow heap, the share of one core the sampler's mallinfo2 calls may take.
-SAMPLER_DUTY = 0.01
+#: On a slow heap, the share of one core the sampler's mallinfo2 calls may take: what a
+#: read of just under ``SLOW_READ_S`` at the default 10 Hz takes on a fast heap, so that the
+#: readings never cost more than 0.3% of a core. (It was 1%: on a kernel with transformers
+#: and peft imported, ~0.6-0.9 ms a read, the sampler's thread took 0.82% of a LoRA training
+#: loop's wall; the timeline's CPU line is then read ~4 times a second instead of 10.)
+SAMPLER_DUTY = 0.003
 
 
 class _MallInfo2(ctypes.Structure):
