@@ -12,7 +12,8 @@ import warnings
 from typing import Any
 
 from ._version import __version__
-from .protocol import PROTOCOL_VERSION, Settings
+from .messages.records import Settings
+from .protocol import PROTOCOL_VERSION
 from .runtime import get_runtime
 from .widget import widget  # the function; the submodule stays vramscope.widget
 

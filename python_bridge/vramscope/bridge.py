@@ -8,12 +8,12 @@ import threading
 from collections.abc import Mapping
 from typing import Any, Callable, Protocol
 
+from .messages.records import Sample
 from .protocol import (
     COMM_TARGET,
     HelloMessage,
     KernelMessage,
     ProtocolError,
-    Sample,
     check_protocol_version,
     error_message,
     reply_message,

@@ -18,7 +18,8 @@ import time
 from collections.abc import Iterator
 from typing import Callable, Optional, Union
 
-from .protocol import CellMessage, CellRecord, CellsMessage, DeviceInfo, DeviceSample
+from .messages.records import CellRecord, DeviceInfo, DeviceSample
+from .protocol import CellMessage, CellsMessage
 
 #: The longest a record waits for the kernel to go idle before it is sent anyway.
 MAX_WAIT_S = 0.25

@@ -9,7 +9,7 @@ import sys
 from importlib import metadata
 
 from .devices import CpuDevice, Device
-from .protocol import KernelInfo
+from .messages.records import KernelInfo
 
 
 def torch_blocked() -> bool:

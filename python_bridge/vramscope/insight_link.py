@@ -6,7 +6,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any, Callable, Optional
 
-from .protocol import empty_insight
+from .messages.insight import empty_insight
 from .torch_import import TorchImportWatch
 
 # device id -> the device's reading (see insight.breakdown.TotalFn)

@@ -1,13 +1,19 @@
-"""Comm protocol v1 (kernel side): message types and validation of what the front end sends.
+"""Comm protocol v1 (kernel side): the messages each side sends, and validation of what the
+front end sends.
 
-``docs/protocol.md`` is the reference; ``src/protocol.ts`` is the front end's mirror.
+``docs/protocol.md`` is the reference; ``src/protocol.ts`` is the front end's mirror. What the
+messages carry (a cell's record, a sample, a device, model insight, processes) is in
+``messages/``, one module per subject.
 """
 
 from __future__ import annotations
 
 from typing import Any, Literal, TypedDict, Union, get_args
 
+from .messages.insight import Insight
 from .messages.optimize import AdviceMessage, BatchSearchMessage  # since 1.1
+from .messages.processes import ProcessesMessage
+from .messages.records import CellRecord, DeviceInfo, KernelInfo, Sample, Settings
 from .protocol_errors import MAX_ECHO_CHARS as MAX_ECHO_CHARS
 from .protocol_errors import MAX_ID_CHARS, kind_of, reply_id
 from .protocol_errors import MAX_NAME_CHARS as MAX_NAME_CHARS
@@ -51,106 +57,6 @@ KERNEL_MESSAGE_TYPES = (
     "batch_search",  # since 1.1
     "cells",  # since 1.1
 )
-
-
-# --- common types -------------------------------------------------------------------------
-
-
-class DeviceInfo(TypedDict):
-    id: str
-    kind: Literal["cpu", "cuda", "mps"]
-    name: str
-    total_bytes: int | None
-    used_bytes: int
-    reserved_bytes: int | None
-    initialized: bool
-    source: str
-
-
-class _DeviceDeltaFields(TypedDict):
-    before_bytes: int
-    after_bytes: int
-    delta_bytes: int
-    peak_delta_bytes: int
-
-
-class DeviceDelta(_DeviceDeltaFields, total=False):
-    #: since 1.1, optional: how the peak was measured (CPU): "exact" (an op-by-op count
-    #: armed for the whole cell) or "sampled" (VmHWM, the sampler's readings, the delta)
-    peak_source: Literal["exact", "sampled"]
-
-
-class _CellRecordRequired(TypedDict):
-    cell_id: str | None
-    execution_count: int | None
-    start_time: float
-    duration: float
-    ok: bool
-    error_type: str | None
-    oom: bool
-    code_head: str
-    devices: dict[str, DeviceDelta]
-
-
-class ProcessPeak(TypedDict):
-    """A child process's peaks during one cell (since 1.1)."""
-
-    role: str
-    peak_rss: int
-    peak_uss: int
-    peak_device: dict[str, int]
-
-
-class CellRecord(_CellRecordRequired, total=False):
-    """``processes`` (since 1.1, optional): by process key, the peaks of the child processes
-    and ranks that reported during the cell."""
-
-    processes: dict[str, ProcessPeak]
-
-
-class _DeviceSampleRequired(TypedDict):
-    used: int
-
-
-class DeviceSample(_DeviceSampleRequired, total=False):
-    reserved: int
-    peak: int
-    device_used: int
-    device_total: int
-
-
-class _SampleRequired(TypedDict):
-    t: float
-    d: dict[str, DeviceSample]
-
-
-class Sample(_SampleRequired, total=False):
-    """``unread`` (since 1.1, optional): the devices not read at this tick (the CPU on a
-    fragmented heap, whose readings the sampler spaces out); their lines go on."""
-
-    unread: list[str]
-
-
-class _SettingsFields(TypedDict):
-    sample_hz: float
-    cuda_peak_policy: Literal["reset", "preserve"]
-    insight: bool
-    insight_budget_ms: float
-    history_limit: int
-
-
-class Settings(_SettingsFields, total=False):
-    #: since 1.1, optional: "exact" arms an op-by-op count of torch's CPU storages for every
-    #: cell (devices/exact.py; ``vramscope profile`` turns it on), "sampled" (default) does not
-    cpu_peak: Literal["sampled", "exact"]
-
-
-class KernelInfo(TypedDict):
-    pid: int
-    python: str
-    torch_version: str | None
-    cuda_available: bool
-    mps_available: bool
 
 
 # --- kernel -> front end ------------------------------------------------------------------
@@ -215,40 +121,6 @@ class DevicesMessage(_DevicesMessageRequired, total=False):
     warnings: list[str]
 
 
-class ModelInfo(TypedDict):
-    """One ``nn.Module`` found in the user namespace (the panel's model picker)."""
-
-    name: str
-    type: str
-    param_bytes: int
-
-
-class ActivationsMeasured(TypedDict):
-    """Since 1.1: which forward the per-layer saved figures were measured on."""
-
-    cell_id: str | None
-    execution_count: int | None
-    forward_index: int  # 1-based index of the root forward within its cell
-    reason: Literal["first", "shapes", "dtype", "mode", "graph_kept"]
-
-
-class _InsightRequired(TypedDict):
-    model: str | None
-    models: list[ModelInfo]
-    layers: list[dict[str, Any]]
-    breakdown: dict[str, dict[str, Any]]  # numbers; since 1.1 also runtime_note
-    holders: list[dict[str, Any]]
-    scan_ms: float
-    skipped: str | None
-
-
-class Insight(_InsightRequired, total=False):
-    activations_measured: ActivationsMeasured  # since 1.1
-    partial: bool  # since 1.1: the holders list is incomplete; the scan continues
-    #: since 1.1: ``layers`` is empty: they are those of the previous ``insight`` message
-    layers_unchanged: bool
-
-
 class InsightMessage(TypedDict):
     type: Literal["insight"]
     insight: Insight
@@ -272,26 +144,6 @@ class ReplyMessage(TypedDict):
     id: str
     ok: Literal[True]
     result: dict[str, Any]
-
-
-class _ProcessesMessageRequired(TypedDict):
-    type: Literal["processes"]
-    time: float
-    full: bool
-    processes: list[dict[str, Any]]
-    samples: dict[str, list[list[float | None]]]
-    findings: list[dict[str, Any]]
-    stats: dict[str, int]
-    remote: str | None
-
-
-class ProcessesMessage(_ProcessesMessageRequired, total=False):
-    """Child processes and ranks (since 1.1; docs/protocol.md "Processes")."""
-
-    #: since 1.1: ``processes`` holds only those whose info changed since the last
-    #: incremental message (merge them by key), and ``forgotten`` the keys the kernel let go
-    changed_only: bool
-    forgotten: list[str]
 
 
 KernelMessage = Union[
@@ -318,39 +170,6 @@ class Request(TypedDict):
     id: str
     method: Method
     params: dict[str, Any]
-
-
-INSIGHT_KEYS = ("model", "models", "layers", "breakdown", "holders", "scan_ms", "skipped")
-MODEL_INFO_KEYS = ("name", "type", "param_bytes")
-
-
-def empty_insight(reason: str | None = None) -> Insight:
-    """An Insight with nothing in it; ``reason`` goes to ``skipped``."""
-    return {
-        "model": None,
-        "models": [],
-        "layers": [],
-        "breakdown": {},
-        "holders": [],
-        "scan_ms": 0.0,
-        "skipped": reason,
-    }
-
-
-def model_info(name: str, type_name: str, param_bytes: int) -> ModelInfo:
-    return {"name": name, "type": type_name, "param_bytes": int(param_bytes)}
-
-
-def is_model_info(value: object) -> bool:
-    """True when ``value`` is a well-formed ``ModelInfo`` (extra keys allowed)."""
-    return (
-        isinstance(value, dict)
-        and isinstance(value.get("name"), str)
-        and isinstance(value.get("type"), str)
-        and isinstance(value.get("param_bytes"), int)
-        and not isinstance(value.get("param_bytes"), bool)
-        and value["param_bytes"] >= 0
-    )
 
 
 def error_message(code: ErrorCode, message: str, in_reply_to: str | None = None) -> ErrorMessage:
@@ -380,20 +199,6 @@ def check_protocol_version(metadata: object) -> None:
             f"front end speaks vramscope protocol {theirs!r}, kernel bridge speaks "
             f"{PROTOCOL_VERSION!r} (major versions must match); update the package that is older",
         )
-
-
-#: The longest ``error_type`` a cell record (and so a cell's metadata) carries.
-MAX_ERROR_TYPE_CHARS = 200
-
-
-def error_type_of(exc: BaseException | None) -> str | None:
-    """A failed cell's exception class name, cut to ``MAX_ERROR_TYPE_CHARS`` with ``…``."""
-    if exc is None:
-        return None
-    name = type(exc).__name__
-    if len(name) <= MAX_ERROR_TYPE_CHARS:
-        return name
-    return name[: MAX_ERROR_TYPE_CHARS - 1] + "…"
 
 
 def validate_request(obj: object) -> Request:

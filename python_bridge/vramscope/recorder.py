@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from .devices import CellMark, Device, PeakPolicy
-from .protocol import CellRecord, DeviceDelta, DeviceSample, error_type_of
+from .messages.records import CellRecord, DeviceDelta, DeviceSample, error_type_of
 from .quiet import settled, wait_kernel_quiet
 
 CODE_HEAD_CHARS = 120

@@ -11,7 +11,8 @@ from typing import Any
 
 from ._version import __version__
 from .messages.optimize import Advice
-from .protocol import PROTOCOL_VERSION, CellRecord, DeviceInfo, KernelInfo, Sample
+from .messages.records import CellRecord, DeviceInfo, KernelInfo, Sample
+from .protocol import PROTOCOL_VERSION
 
 REPORT_SCHEMA = "vramscope.report/1"
 REPORT_KEYS = (

@@ -22,18 +22,11 @@ from .estimator import ActivationMemo
 from .estimator.entry import handle_request as estimate_request
 from .hookguard import restore_hooks, restored_notice
 from .insight_link import InsightLink
+from .messages.insight import Insight
+from .messages.records import CellRecord, DeviceInfo, DeviceSample, Sample, Settings
 from .optimize.link import OptimizeLink
 from .processes.service import ProcessesService
-from .protocol import (
-    CellRecord,
-    DeviceInfo,
-    DeviceSample,
-    Insight,
-    Sample,
-    Settings,
-    error_message,
-    notice_message,
-)
+from .protocol import error_message, notice_message
 from .recorder import CellRecorder
 from .runtime_requests import Requests
 from .sampler import RingBuffer, Sampler

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 from . import environment
 from ._version import __version__
+from .messages.insight import Insight
+from .messages.records import KernelInfo, Sample, Settings
 from .protocol import (
     MAX_CLIENT_ERROR_CHARS,
     MAX_NAME_CHARS,
@@ -19,10 +21,6 @@ from .protocol import (
     CellsMessage,
     DevicesMessage,
     HelloMessage,
-    Insight,
-    KernelInfo,
-    Sample,
-    Settings,
 )
 from .report import build_report
 from .settings import apply_settings
@@ -30,8 +28,8 @@ from .settings import apply_settings
 if TYPE_CHECKING:
     from .devices import Device
     from .insight_link import InsightLink
+    from .messages.records import DeviceInfo, DeviceSample
     from .optimize.link import OptimizeLink
-    from .protocol import DeviceInfo, DeviceSample
     from .recorder import CellRecorder
     from .sampler import RingBuffer, Sampler
     from .selfmem import SelfMemory

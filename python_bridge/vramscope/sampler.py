@@ -16,7 +16,7 @@ import time
 from collections import deque
 from typing import Callable, Protocol
 
-from .protocol import Sample
+from .messages.records import Sample
 
 MAX_MESSAGES_PER_S = 4.0
 #: While a cell runs (the per-cell window is open) batches go out at most this often: each

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .protocol import ProtocolError, Settings, echo, is_finite_number
+from .messages.records import Settings
+from .protocol import ProtocolError, echo, is_finite_number
 
 MIN_SAMPLE_HZ = 0.5
 MAX_SAMPLE_HZ = 50.0

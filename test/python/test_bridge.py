@@ -7,7 +7,7 @@ from typing import Any, Callable, cast
 
 import pytest
 
-from vramscope.protocol import CellRecord
+from vramscope.messages.records import CellRecord
 from vramscope.runtime import Runtime
 
 

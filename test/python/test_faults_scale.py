@@ -14,7 +14,7 @@ import pytest
 import vramscope.sampler as sampler_module
 from faults_session import Session, message_bytes
 from vramscope.devices import CpuDevice
-from vramscope.protocol import Sample
+from vramscope.messages.records import Sample
 from vramscope.sampler import MAX_PENDING, RingBuffer, Sampler
 from vramscope.settings import default_settings
 

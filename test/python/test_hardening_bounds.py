@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from vramscope.protocol import MAX_ERROR_TYPE_CHARS, error_type_of, validate_request
+from vramscope.messages.records import MAX_ERROR_TYPE_CHARS, error_type_of
+from vramscope.protocol import validate_request
 from vramscope.settings import MAX_HISTORY_LIMIT, apply_settings, default_settings
 
 pytestmark = pytest.mark.kernel

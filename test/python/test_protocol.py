@@ -122,7 +122,7 @@ def test_report_keys_documented() -> None:
 
 
 def test_empty_insight_and_model_info() -> None:
-    from vramscope.protocol import INSIGHT_KEYS, empty_insight, is_model_info, model_info
+    from vramscope.messages.insight import INSIGHT_KEYS, empty_insight, is_model_info, model_info
 
     empty = empty_insight("why")
     assert tuple(empty) == INSIGHT_KEYS
@@ -135,7 +135,7 @@ def test_empty_insight_and_model_info() -> None:
 
 
 def test_insight_and_model_info_documented() -> None:
-    from vramscope.protocol import INSIGHT_KEYS, MODEL_INFO_KEYS
+    from vramscope.messages.insight import INSIGHT_KEYS, MODEL_INFO_KEYS
 
     doc = (ROOT / "docs" / "protocol.md").read_text(encoding="utf-8")
     insight = doc.split("interface Insight {", 1)[1].split("\n}", 1)[0]

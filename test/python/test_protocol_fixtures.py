@@ -20,7 +20,9 @@ from typing import Any, Literal, TypedDict, Union, get_args, get_origin, get_typ
 import pytest
 
 from vramscope import protocol
-from vramscope.protocol import KERNEL_MESSAGE_TYPES, KernelMessage, is_model_info
+from vramscope.messages.insight import empty_insight, is_model_info
+from vramscope.messages.records import DeviceInfo
+from vramscope.protocol import KERNEL_MESSAGE_TYPES, KernelMessage
 from vramscope.runtime import Runtime
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "kernel-messages.json"
@@ -192,7 +194,7 @@ def validate_kernel_message(data: Any) -> None:
         if insight["model"] is not None and names and insight["model"] not in names:
             raise _fail("$.insight.model", "not among models")
     if data["type"] == "reply" and "devices" in data["result"]:
-        check(data["result"]["devices"], list[protocol.DeviceInfo], "$.result.devices")
+        check(data["result"]["devices"], list[DeviceInfo], "$.result.devices")
     if data["type"] == "samples":
         times = [s["t"] for s in data["samples"]]
         if times != sorted(times):
@@ -253,7 +255,7 @@ def test_messages_built_in_process_are_valid() -> None:
         validate_kernel_message(protocol.error_message("internal", "boom"))
         validate_kernel_message(protocol.notice_message("warning", "careful"))
         validate_kernel_message(protocol.reply_message("r1", {"devices": rt.device_infos()}))
-        validate_kernel_message({"type": "insight", "insight": protocol.empty_insight("none")})
+        validate_kernel_message({"type": "insight", "insight": empty_insight("none")})
     finally:
         rt.shutdown()
         rt.cpu.close()

@@ -179,7 +179,7 @@ def test_a_cell_reads_its_own_bytes_while_frames_come_and_go(
     from types import SimpleNamespace
 
     from vramscope.devices.cpu import CpuDevice
-    from vramscope.protocol import CellRecord
+    from vramscope.messages.records import CellRecord
     from vramscope.recorder import CellRecorder
 
     cpu = CpuDevice()

@@ -6,7 +6,7 @@ from typing import Any
 import pytest
 
 from vramscope.devices import CellMark, Device, make_delta
-from vramscope.protocol import CellRecord, DeviceDelta, DeviceInfo, DeviceSample
+from vramscope.messages.records import CellRecord, DeviceDelta, DeviceInfo, DeviceSample
 from vramscope.recorder import CellRecorder, code_head, is_oom
 
 

@@ -6,7 +6,7 @@ import textwrap
 import threading
 import time
 
-from vramscope.protocol import Sample
+from vramscope.messages.records import Sample
 from vramscope.sampler import (
     BUSY_MESSAGES_PER_S,
     MAX_MESSAGES_PER_S,

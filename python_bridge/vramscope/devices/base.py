@@ -6,7 +6,7 @@ import abc
 from dataclasses import dataclass
 from typing import Literal
 
-from ..protocol import DeviceDelta, DeviceInfo, DeviceSample
+from ..messages.records import DeviceDelta, DeviceInfo, DeviceSample
 
 PeakPolicy = Literal["reset", "preserve"]
 

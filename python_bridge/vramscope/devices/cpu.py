@@ -34,7 +34,7 @@ import sys
 import time
 from typing import Any, Callable
 
-from ..protocol import DeviceDelta, DeviceInfo, DeviceSample
+from ..messages.records import DeviceDelta, DeviceInfo, DeviceSample
 from . import procio
 from .base import CellMark, Device, PeakPolicy, make_delta, window_rise
 from .exact import ExactCounter

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple, Protocol
 
-from ..protocol import DeviceDelta, DeviceInfo, DeviceSample
+from ..messages.records import DeviceDelta, DeviceInfo, DeviceSample
 from .base import CellMark, Device, PeakPolicy, make_delta, window_rise
 
 

@@ -4,7 +4,7 @@ Needs torch: importing this package raises ImportError when torch is missing. IP
 imported here; the engine works on any namespace dict.
 """
 
-from ..protocol import empty_insight
+from ..messages.insight import empty_insight
 from .engine import InsightEngine
 
 __all__ = ["InsightEngine", "empty_insight"]

@@ -16,7 +16,7 @@ from typing import Any, Optional, Union
 
 import torch
 
-from ..protocol import ModelInfo, empty_insight, model_info
+from ..messages.insight import ModelInfo, empty_insight, model_info
 from ..step_roots import trains_by_step
 from ._torchutil import (
     StorageKey,
