@@ -382,3 +382,56 @@ def test_the_same_rows_are_looked_at_once_and_new_rows_again(ns: dict[str, Any])
         assert link.rows_changed and link.measured is not trained
     finally:
         link.close()
+
+
+class Sliced(nn.Module):
+    """The Llama family's forward: ``for layer in self.layers[: n]`` (a new ModuleList of
+    the same layers at every call)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(nn.Linear(64, 64) for _ in range(80))  # not "small"
+        self.used = 80
+
+    def forward(self, x: Any) -> Any:
+        for layer in self.layers[: self.used]:
+            x = layer(x).relu()
+        return x
+
+
+def test_a_forward_that_slices_its_layers_changes_no_tree(
+    reading: Reading, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Slicing registers every layer in the new list: that is no model being built. The
+    registration count stays (no walk after a forward cell), the slice gets no hooks, the
+    rows are filled exactly; a slice assigned into the model is a change, walked at once."""
+    from vramscope.insight import engine as engine_module
+
+    torch.manual_seed(0)
+    model = Sliced()
+    x = torch.randn(4, 64)
+    engine = InsightEngine(namespace={"model": model, "x": x}, total_fn=reading)
+    engine.install()
+    try:
+        cell(engine, lambda: model(x).sum().backward())
+        tracker = engine._tracker
+        count, hooked = tracker.registrations, dict(tracker._roots._hooks)
+        calls: list[int] = []
+        original = engine_module.module_ids
+        monkeypatch.setattr(engine_module, "module_ids", lambda m: calls.append(1) or original(m))
+        insight = cell(engine, lambda: model(x).sum().backward())
+        assert tracker.registrations == count and tracker._roots._hooks.keys() == hooked.keys()
+        assert calls == []
+        # saved, 4 x 64 float32 each: x and the 80 relu outputs (each also the next
+        # Linear's input: one storage, counted once)
+        assert sum(r["peak_saved_bytes"] for r in insight["layers"]) == 81 * 4 * 64 * 4
+        model.layers = model.layers[:2]  # the user's own truncation: the tree changed
+        model.used = 2
+        insight = cell(engine, lambda: model(x).sum().backward())
+        assert tracker.registrations > count
+        assert [r["path"] for r in insight["layers"]] == [
+            r["path"] for r in engine.snapshot(None)["layers"]
+        ]
+        assert len([r for r in insight["layers"] if r["path"].startswith("layers.")]) == 2
+    finally:
+        engine.uninstall()

@@ -40,6 +40,13 @@ import torch
 from ..compiled import dynamo_ran, is_compile_wrapper, is_compiled
 from ..step_roots import forward_roots, trains_by_step
 
+#: Containers without a forward. One outside every model that takes in a module already part
+#: of one is a regrouping, not a model being built: a forward that slices its ModuleList (the
+#: Llama family's ``self.layers[: n]``, at every step) makes one and registers every layer in
+#: it. No model's tree changes (``registrations`` stays: no walk after the cell), and the
+#: container gets no hooks (it cannot be called); it cost ~6 us a layer at every forward.
+_CONTAINERS = (torch.nn.ModuleList, torch.nn.ModuleDict)
+
 PreHook = Callable[[torch.nn.Module, Any, Any], None]
 PostHook = Callable[[torch.nn.Module, Any, Any], None]
 FollowPre = Callable[[torch.nn.Module, Any], None]
@@ -122,8 +129,21 @@ class RootWatch:
                 if not self.watched(module) and not is_compiled(module):
                     if module is value:
                         self._add(module)
+                        self._adopt_parts(module)
                     else:
                         self._add_nested(value, module)
+
+    def _adopt_parts(self, model: torch.nn.Module) -> None:
+        """The parts of a model built before the bridge are children, as those of a model
+        built since are (the registration hook saw them assigned): regrouping them
+        (``_CONTAINERS``) or giving one a parameter does not make it a model. One walk, when
+        the model is first watched."""
+        try:
+            parts = iter(model.modules())
+            next(parts, None)  # the model itself
+            self._children.update(parts)
+        except Exception:
+            pass
 
     def prune(self) -> set[int]:
         """Forget dead modules; returns the ids still watched."""
@@ -135,6 +155,16 @@ class RootWatch:
     # -- the registration hook (inside the user's model construction: never raise) ------
 
     def _registered(self, module: Any, _name: str, submodule: Any) -> None:
+        try:
+            if (
+                type(module) in _CONTAINERS
+                and submodule in self._children
+                and module not in self._children
+                and not self.watched(module)
+            ):
+                return None  # a part regrouped outside every model: see _CONTAINERS
+        except Exception:
+            return None
         self.registrations += 1
         try:
             if isinstance(submodule, torch.nn.Module):
