@@ -50,6 +50,13 @@ const configDirOf = (name: string): string =>
   (process.env[name] ??= fs.mkdtempSync(
     path.join(os.tmpdir(), 'vramscope-ui-config-')
   ));
+// Kernelspecs the tests install (faults.spec) and the servers' runtime files go to a
+// per-run data dir, never to the user's own (~/.local/share/jupyter): a run stopped between
+// installing and removing one would leave it as a default kernel there. The labextension and
+// the python3 kernelspec are found in the venv's share/jupyter as before.
+process.env.JUPYTER_DATA_DIR ??= fs.mkdtempSync(
+  path.join(os.tmpdir(), 'vramscope-ui-data-')
+);
 const LAB_SERVERS = Array.from({ length: WORKERS }, (_, i) => {
   const suffix = i === 0 ? '' : `_${i}`;
   const port = portOf(`VRAMSCOPE_UI_PORT${suffix}`);
@@ -71,7 +78,8 @@ const CHROMIUM_ARGS: string[] = JSON.parse(
 const serverEnv = (configDir: string) => ({
   PATH: `${VENV_BIN}${path.delimiter}${process.env.PATH ?? ''}`,
   VIRTUAL_ENV: path.join(ROOT, '.venv'),
-  JUPYTER_CONFIG_DIR: configDir
+  JUPYTER_CONFIG_DIR: configDir,
+  JUPYTER_DATA_DIR: process.env.JUPYTER_DATA_DIR ?? ''
 });
 
 export default defineConfig({

@@ -78,8 +78,11 @@ def test_run_all_sends_one_cells_message_with_every_record(
     for i, r in enumerate(records):
         assert 0 <= r["devices"]["cpu"]["delta_bytes"] - (i + 1) * MIB <= 256 * 1024, r
     messages = _cell_messages(k, stream, start)
-    # one message for the queue (the first cell's may go alone, before the rest arrived)
-    assert len(messages) <= 2 and messages[-1]["type"] == "cells", [m["type"] for m in messages]
+    # the queue goes in one message, here usually two (the first cell's may go alone, before
+    # the rest arrived); a stall of MAX_WAIT_S between two cells of a loaded machine sends
+    # what waited: never one message a cell, which is what the batching is against
+    types = [m["type"] for m in messages]
+    assert len(messages) < len(cells) and "cells" in types, types
     # a cell run on its own still gets a 1.0-style cell message
     start = len(k.iopub)
     k.run_ok("alone = 1", "alone")

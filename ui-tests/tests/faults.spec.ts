@@ -37,7 +37,8 @@ const ECHO = `vramscope-echo-${process.pid}`;
 let specDir = '';
 let hideDir = '';
 
-/** Write kernelspec `name` (kernel.json) into the user's Jupyter data dir; returns its dir. */
+/** Write kernelspec `name` (kernel.json) into the Jupyter data dir (the run's own:
+ * playwright.config.ts sets JUPYTER_DATA_DIR); returns its dir. */
 function installKernelspec(name: string, spec: object): string {
   const dataDir = execFileSync(PYTHON, [
     '-c',
