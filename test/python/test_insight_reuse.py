@@ -435,3 +435,37 @@ def test_a_forward_that_slices_its_layers_changes_no_tree(
         assert len([r for r in insight["layers"] if r["path"].startswith("layers.")]) == 2
     finally:
         engine.uninstall()
+
+
+def test_a_model_wrapped_anew_in_every_cell_is_walked_for_its_parts_once(
+    engine: InsightEngine, ns: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A model wrapped in a new container in every cell loses its hooks and is adopted again
+    at the next cell's start: its parts were marked as children at its first adoption, and
+    are not walked again."""
+    cell(engine, lambda: train(ns))
+    walks = Walks(monkeypatch)
+    for _ in range(3):
+        ns["wrapped"] = nn.Sequential(ns["model"])  # the model is a child: adopted again
+        walks.calls = 0
+        engine.begin_cell()
+        assert walks.calls == 0
+        assert engine._tracker._roots.watched(ns["model"])
+        engine.after_cell(1000.0)
+
+
+class Unhashable(nn.Linear):
+    def __eq__(self, other: object) -> bool:  # and so no __hash__
+        return self is other
+
+
+def test_an_unhashable_module_added_to_a_model_is_a_change(
+    engine: InsightEngine, ns: dict[str, Any]
+) -> None:
+    cell(engine, lambda: train(ns))
+    model = nn.Sequential(nn.ModuleList([nn.Linear(4, 4)]))  # built with the bridge in
+    extra = Unhashable(4, 4)
+    tracker = engine._tracker
+    count = tracker.registrations
+    model[0].append(extra)
+    assert tracker.registrations == count + 1

@@ -45,6 +45,10 @@ from ..step_roots import forward_roots, trains_by_step
 #: Llama family's ``self.layers[: n]``, at every step) makes one and registers every layer in
 #: it. No model's tree changes (``registrations`` stays: no walk after the cell), and the
 #: container gets no hooks (it cannot be called); it cost ~6 us a layer at every forward.
+#: So, as for any model, a change that fires no registration hook made after the cell's
+#: measured forward (``del model.layers[i]``, ``pop``) shows in the rows once a later cell's
+#: forward is measured (engine._refill); the count moved at every forward before, which hid
+#: that gap for these models only.
 _CONTAINERS = (torch.nn.ModuleList, torch.nn.ModuleDict)
 
 PreHook = Callable[[torch.nn.Module, Any, Any], None]
@@ -58,6 +62,7 @@ class RootWatch:
         self._post = post
         self._registration: list[Any] = []
         self._children: weakref.WeakSet[Any] = weakref.WeakSet()  # modules assigned as children
+        self._parts_known: weakref.WeakSet[Any] = weakref.WeakSet()  # models _adopt_parts walked
         #: id(module) -> (weakref, pre-hook handle, post-hook handle)
         self._hooks: dict[int, tuple[Any, Any, Any]] = {}
         #: compiled models seen (their hooks taken off; not measured)
@@ -136,9 +141,13 @@ class RootWatch:
     def _adopt_parts(self, model: torch.nn.Module) -> None:
         """The parts of a model built before the bridge are children, as those of a model
         built since are (the registration hook saw them assigned): regrouping them
-        (``_CONTAINERS``) or giving one a parameter does not make it a model. One walk, when
-        the model is first watched."""
+        (``_CONTAINERS``) or giving one a parameter does not make it a model. One walk per
+        model, the first time it is adopted (a model wrapped anew in every cell is adopted
+        again at each); parts it gets later come through the registration hook."""
         try:
+            if model in self._parts_known:
+                return
+            self._parts_known.add(model)
             parts = iter(model.modules())
             next(parts, None)  # the model itself
             self._children.update(parts)
@@ -163,8 +172,8 @@ class RootWatch:
                 and not self.watched(module)
             ):
                 return None  # a part regrouped outside every model: see _CONTAINERS
-        except Exception:
-            return None
+        except Exception:  # an unhashable module: counted as any registration
+            pass
         self.registrations += 1
         try:
             if isinstance(submodule, torch.nn.Module):
