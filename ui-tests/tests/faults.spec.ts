@@ -16,7 +16,6 @@ import { expect, IJupyterLabPageFixture } from '@jupyterlab/galata';
 
 import {
   openPanel,
-  reloadInPlace,
   rows,
   runCode,
   setCode,
@@ -84,7 +83,7 @@ test('a page reload mid-training rebuilds the panel from the kernel', async ({
   );
 
   // a plain browser reload (the app comes back, restores the open notebook, reconnects)
-  await reloadInPlace(page);
+  await page.reload({ waitForIsReady: false });
   await page.waitForFunction(
     () =>
       !!(window as any).jupyterapp?.shell &&

@@ -130,26 +130,6 @@ export async function kernelsSettled(page: Page): Promise<void> {
   await expect.poll(pending, { timeout: 60_000 }).toBe(0);
 }
 
-/**
- * Reload the page as the browser's reload button does, and return once the new document has
- * replaced the old one. `location.reload()` returns before the navigation commits, so a wait
- * for the app alone could pass on the old document (its app, shell and panel are all there)
- * and the next step then run on a page about to go away.
- */
-export async function reloadInPlace(
-  page: IJupyterLabPageFixture
-): Promise<void> {
-  await page.evaluate(() => {
-    (window as any).vramscopeTestOldDocument = true;
-    window.location.reload();
-  });
-  await page.waitForFunction(
-    () => !(window as any).vramscopeTestOldDocument,
-    undefined,
-    { timeout: 60_000 }
-  );
-}
-
 export async function openPanel(page: IJupyterLabPageFixture): Promise<void> {
   await page.evaluate(() =>
     (window as any).jupyterapp.shell.activateById('vramscope-panel')

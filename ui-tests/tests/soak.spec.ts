@@ -7,7 +7,7 @@
  */
 import { expect, IJupyterLabPageFixture } from '@jupyterlab/galata';
 
-import { openPanel, reloadInPlace, rows, runAll, test } from './lab';
+import { openPanel, rows, runAll, test } from './lab';
 import { openNotebookFile } from './notebookfile';
 import { debuggerAnswered } from './utils';
 
@@ -62,7 +62,7 @@ test('soak: Run All three times, a page reload and a kernel restart before the t
   const second = await heapAfterGc(page);
 
   // a reload: the history comes back from the kernel, nothing twice
-  await reloadInPlace(page);
+  await page.reload({ waitForIsReady: false });
   await page.waitForFunction(
     () =>
       !!(window as any).jupyterapp?.shell &&

@@ -4,7 +4,6 @@ import type { Locator } from '@playwright/test';
 import {
   inkedPixels,
   newNotebookWithPanel,
-  reloadInPlace,
   runCode,
   setCode,
   test
@@ -138,8 +137,8 @@ test.describe('inline widget (issue 11 item 3)', () => {
         }
       });
       await page.notebook.save();
-      // a plain reload: galata's page.reload() waits for a Launcher this layout has not got
-      await reloadInPlace(page);
+      // a plain reload (galata's, without its wait for a Launcher this layout has not got)
+      await page.reload({ waitForIsReady: false });
       await page.waitForURL(/widget\.ipynb/);
       await page
         .locator('#jupyterlab-splash')
