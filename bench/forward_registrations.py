@@ -3,17 +3,17 @@ layers (issue 19), in process, side by side.
 
 The Llama family's forward runs ``for layer in self.layers[: n]``: a new ModuleList of the
 same layers at every step, which calls ``add_module`` once per layer, and so the global
-registration hooks the bridge keeps (insight/roots.py). The workload: a ``peft`` LoRA model
-(r=8, every linear layer adapted) on a Llama layout built from a ``transformers`` config (no
-download; ``--layers`` decoder layers of width 64), a batch of 2 x 32 tokens, forward and
-backward, torch on 1 thread. Arms, interleaved round by round: ``plain`` (no bridge),
-``bridge`` (model insight installed as the runtime installs it, its measured first forward
-done, then the steady steps timed), ``plain again`` (A/A: both arms the same), and ``bridge,
-every registration`` (the bridge with the regrouping rule off, ``roots._CONTAINERS`` empty:
-what it did before that rule). Printed: the median step per arm, the ratios to ``plain``
-with their quartiles over the rounds, what one ``layers[: n]`` slice costs in each arm, and
-the after-cell insight of a cell that ran one step (bridge arms). ``--record`` writes them to
-bench/RESULTS.md.
+registration hooks the bridge keeps (insight/roots.py). The workload: bench/module_cost.py's
+``peft`` LoRA model (r=4, every linear layer adapted, on a Llama layout built from a
+``transformers`` config, no download) with ``--layers`` decoder layers of width 64, its
+batch of 2 x 16 tokens, forward and backward, torch on 1 thread. Arms, interleaved round by
+round: ``plain`` (no bridge), ``bridge`` (model insight installed as the runtime installs
+it, its measured first forward done, then the steady steps timed), ``plain again`` (A/A:
+both arms the same), and ``bridge, every registration`` (the bridge with the regrouping rule
+off, ``roots._CONTAINERS`` empty: what it did before that rule). Printed: the median step
+per arm, the ratios to ``plain`` with their quartiles over the rounds, what one ``layers[:
+n]`` slice costs in each arm, and the after-cell insight of a cell that ran one step (bridge
+arms). ``--record`` writes them to bench/RESULTS.md.
 
     python bench/forward_registrations.py [--rounds 12] [--steps 20] [--layers 32] [--record]
 """
@@ -33,25 +33,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python_bridge"))
 
 
 def build(layers: int) -> tuple[Any, Any, Any]:
-    import torch
-    from peft import LoraConfig, get_peft_model
-    from transformers import LlamaConfig, LlamaForCausalLM
+    """module_cost.py's LoRA model (built and trained once there, torch on 1 thread)."""
+    import module_cost
 
-    torch.manual_seed(0)
-    base = LlamaForCausalLM(
-        LlamaConfig(
-            vocab_size=256,
-            hidden_size=64,
-            intermediate_size=128,
-            num_hidden_layers=layers,
-            num_attention_heads=4,
-            num_key_value_heads=4,
-        )
-    )
-    targets = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
-    model = get_peft_model(base, LoraConfig(r=8, lora_alpha=16, target_modules=targets))
-    ids = torch.randint(0, 256, (2, 32))
-    return model, ids, model.base_model.model.model.layers
+    ns: dict[str, Any] = {}
+    exec(module_cost.LORA.format(layers=layers), ns)
+    model = ns["model"]
+    return model, ns["x"], model.base_model.model.model.layers
 
 
 def steps(model: Any, ids: Any, n: int) -> list[float]:
@@ -80,11 +68,8 @@ def main() -> None:
     parser.add_argument("--record", action="store_true")
     args = parser.parse_args()
 
-    import torch
-
     from vramscope.insight import InsightEngine, roots
 
-    torch.set_num_threads(1)
     model, ids, layers = build(args.layers)
     modules = sum(1 for _ in model.modules())
     arms = ("plain", "bridge", "plain again", "bridge, every registration")
@@ -126,8 +111,8 @@ def main() -> None:
         f"`python bench/forward_registrations.py --rounds {args.rounds} --steps {args.steps} "
         f"--layers {args.layers}`: in process, torch on 1 thread, arms interleaved (order "
         "rotating); per round and arm the median of the steps (forward and backward)",
-        f"peft LoRA (r=8, every linear layer adapted) on a Llama layout of {args.layers} "
-        f"decoder layers, width 64: {modules} modules; batch 2 x 32 tokens",
+        f"module_cost.py's peft LoRA (r=4, every linear layer adapted) on a Llama layout of "
+        f"{args.layers} decoder layers, width 64: {modules} modules; batch 2 x 16 tokens",
     ]
     for arm in arms:
         med = statistics.median(step_ms[arm])

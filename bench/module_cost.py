@@ -58,6 +58,8 @@ model(x).square().mean().backward()
 opt.step()
 """
 
+#: a template: ``LORA.format(layers=n)`` (bench/forward_registrations.py and
+#: bench/sampler_thread.py build the same model)
 LORA = """
 import torch
 from peft import LoraConfig, get_peft_model
@@ -66,7 +68,7 @@ from transformers import LlamaConfig, LlamaForCausalLM
 torch.set_num_threads(1)  # three kernels share the machine
 torch.manual_seed(0)
 config = LlamaConfig(
-    vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=32,
+    vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers={layers},
     num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=64,
 )
 model = get_peft_model(
@@ -81,7 +83,10 @@ opt.step()
 MODELS = {
     "m1k": ("1,000-module model (100 blocks of 10)", BLOCKS.format(width=32, blocks=100)),
     "m10k": ("10,000-module model (1,000 blocks of 10)", BLOCKS.format(width=16, blocks=1000)),
-    "lora": ("peft LoRA, all linear layers, Llama layout (32 layers, width 64)", LORA),
+    "lora": (
+        "peft LoRA, all linear layers, Llama layout (32 layers, width 64)",
+        LORA.format(layers=32),
+    ),
 }
 FORWARD = {
     "m1k": "y = model(x).sum().item()",

@@ -83,7 +83,7 @@ def main() -> None:
     import module_cost
     from kernel_harness import KernelHarness
 
-    setup = module_cost.LORA.replace("num_hidden_layers=32", f"num_hidden_layers={args.layers}")
+    setup = module_cost.LORA.format(layers=args.layers)
     kernel = module_cost.start(KernelHarness, True, setup)
     try:
         kernel.execute(INSTRUMENT, silent=True)
