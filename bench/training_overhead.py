@@ -27,6 +27,10 @@ and for 1 thread. ``--record`` writes the table to bench/RESULTS.md. No asserts.
 
     python bench/training_overhead.py [--rounds 8] [--block 0.8] [--quick] [--record]
         [--arms off2,sampler,all] [--threads default|1|both] [--workloads gpt,conv,mlp,lora]
+        [--device cpu|cuda]
+
+With ``--device cuda`` the models and batches are on the GPU and every step ends with
+``torch.cuda.synchronize()``, so a step's time includes its GPU work.
 """
 
 from __future__ import annotations
@@ -82,7 +86,7 @@ class GPT(nn.Module):
         self.ln, self.head = nn.LayerNorm(d), nn.Linear(d, vocab, bias=False)
 
     def forward(self, idx):
-        x = self.tok(idx) + self.pos(torch.arange(idx.shape[1]))
+        x = self.tok(idx) + self.pos(torch.arange(idx.shape[1], device=idx.device))
         for block in self.blocks:
             x = block(x)
         return self.head(self.ln(x))
@@ -148,11 +152,16 @@ else:
     xb, yb = torch.randn(64, 64), torch.randint(0, 10, (64,))
     loss_of = F.cross_entropy
 
+model.to(DEVICE)  # in place: the optimizer keeps the same parameters (no state yet)
+xb, yb = xb.to(DEVICE), yb.to(DEVICE)
+_vs_sync = torch.cuda.synchronize if DEVICE == "cuda" else (lambda: None)
+
 def train_step():
     loss = loss_of(model(xb), yb)
     opt.zero_grad(set_to_none=True)
     loss.backward()
     opt.step()
+    _vs_sync()  # a step's time is its GPU work's too (the same in every arm)
 
 def train_block(k):
     w0, c0 = _vs_time.perf_counter(), _vs_time.process_time()
@@ -247,7 +256,7 @@ def run_workload(kernel_cls: Any, bootstrap: str, name: str, args: argparse.Name
         kernel.run_ok("pass")
         kernel.execute(bootstrap, silent=True)
         kernel.run_ok("%unload_ext vramscope")
-        kernel.run_ok(f"WORKLOAD = {name!r}\n" + SETUP)
+        kernel.run_ok(f"WORKLOAD, DEVICE = {name!r}, {args.device!r}\n" + SETUP)
         bench = Bench(kernel, args.hz)
         default_threads = int(kernel.eval("torch.get_num_threads()"))
         counts = {"default": (default_threads,), "1": (1,), "both": (default_threads, 1)}
@@ -319,6 +328,7 @@ def main() -> None:
     parser.add_argument("--block", type=float, default=0.8, help="seconds of steps per block")
     parser.add_argument("--hz", type=float, default=10.0, help="the sampler's rate when on")
     parser.add_argument("--workloads", default="gpt,conv,mlp,lora")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where to train")
     parser.add_argument(
         "--arms", default=",".join(ARMS[1:]), help="the arms to run (off is always run)"
     )
@@ -348,6 +358,8 @@ def main() -> None:
         "messages it sends), each as a share of the arm's wall: the direct cost, read from "
         "per-thread clocks, not from a difference of noisy block times",
     ]
+    if args.device != "cpu":
+        lines.append(f"device: {args.device} (every step synchronized)")
     for name in args.workloads.split(","):
         lines.append(f"{name}: {WORKLOADS[name]}")
         lines += run_workload(KernelHarness, BOOTSTRAP, name, args)
