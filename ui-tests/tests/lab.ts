@@ -137,25 +137,40 @@ export async function openPanel(page: IJupyterLabPageFixture): Promise<void> {
   await expect(page.locator('#vramscope-panel')).toBeVisible();
 }
 
-/** Put `source` into cell `index` (a new cell at the end when index > 0). */
+/** Put `source` into code cell `index`, a new cell when `index` is the cell count. */
 export async function setCode(
   page: IJupyterLabPageFixture,
   index: number,
   source: string
 ): Promise<void> {
-  if (index === 0) {
-    await page.notebook.setCell(0, 'code', 'pass');
-  } else {
-    await page.notebook.addCell('code', 'pass');
-  }
-  // Set the source through the model: typing it would add the editor's auto-indent.
-  await page.evaluate(
+  // Through the notebook's model, as one transaction: typing would add the editor's
+  // auto-indent, and galata's setCell/addCell drive the UI (~1.5 s a cell). A cell `index`
+  // that exists gets the source (a code cell in place of another type); at the end, a new
+  // one. The cell becomes the active one, as a cell added through the toolbar does.
+  const error = await page.evaluate(
     ({ index, source }) => {
       const notebook = (window as any).jupyterapp.shell.currentWidget.content;
-      notebook.widgets[index].model.sharedModel.setSource(source);
+      const shared = notebook.model.sharedModel;
+      if (index > shared.cells.length) {
+        return `cell ${index} of a notebook of ${shared.cells.length}`;
+      }
+      shared.transact(() => {
+        const cell = shared.cells[index];
+        if (cell?.cell_type === 'code') {
+          cell.setSource(source);
+          return;
+        }
+        if (cell) {
+          shared.deleteCell(index);
+        }
+        shared.insertCell(index, { cell_type: 'code', source });
+      });
+      notebook.activeCellIndex = index;
+      return '';
     },
     { index, source }
   );
+  expect(error, 'setCode').toBe('');
 }
 
 /** Run `source` in cell `index` and wait until it has finished. */
