@@ -229,7 +229,7 @@ const timelinePlugin: JupyterFrontEndPlugin<void> = {
       view.sampleHzFallback = settings.sampleHz;
       view.units = settings.units;
     });
-    panel.addSection('Timeline', view, { rank: Ranks.timeline });
+    panel.addSection('Timeline', view, { rank: Ranks.timeline, share: 3 });
   }
 };
 

@@ -171,6 +171,11 @@ export interface ISectionOptions {
   collapsed?: boolean;
   /** Buttons in the section's header. */
   toolbar?: ReadonlyArray<ISectionToolbarItem>;
+  /**
+   * Its share of the height among the open panes, against theirs (default 2): the timeline
+   * takes 3, since a plot cannot scroll where a list can.
+   */
+  share?: number;
 }
 
 /** The best thing to do now, for the panel's answer line. */

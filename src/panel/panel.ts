@@ -1,7 +1,7 @@
 import { SidePanel } from '@jupyterlab/ui-components';
 import { DisposableDelegate, IDisposable } from '@lumino/disposable';
 import { MessageLoop } from '@lumino/messaging';
-import { AccordionPanel, Widget } from '@lumino/widgets';
+import { AccordionPanel, SplitLayout, Widget } from '@lumino/widgets';
 
 import { vramscopeIcon } from '../icons';
 import {
@@ -109,6 +109,8 @@ export class MemoryPanel extends SidePanel implements IMemoryPanel {
         break;
       }
     }
+    // the accordion shares the height left over among the open panes by these weights
+    SplitLayout.setStretch(section, options.share ?? 2);
     this.insertWidget(index, section);
     const expanded = this._panes.expanded(title) ?? !options.collapsed;
     this._applying = true;

@@ -97,6 +97,31 @@ test.describe('the panel at the sidebar width (issues 12, 22)', () => {
       panel.locator('.vramscope-CellTable-row').first()
     ).toBeVisible();
 
+    await test.step('the timeline fits its pane beside the cells, axes in sight', async () => {
+      const pane = panel.locator('.vramscope-Section[data-section="Timeline"]');
+      const xAxis = pane.locator('.vramscope-Timeline-plot .xaxislayer-above');
+      await expect(xAxis).toBeVisible();
+      const [box, toolbar, axis, follow] = await Promise.all([
+        pane.boundingBox(),
+        pane.locator('.vramscope-Timeline-toolbar').boundingBox(),
+        xAxis.boundingBox(),
+        pane.locator('.vramscope-Timeline-follow').boundingBox()
+      ]);
+      // the pane does not scroll: the whole plot, its time axis included, is in it
+      expect(
+        await pane.evaluate(n => n.scrollHeight - n.clientHeight)
+      ).toBeLessThanOrEqual(1);
+      expect(axis!.y + axis!.height).toBeLessThanOrEqual(
+        box!.y + box!.height + 1
+      );
+      // the controls keep to one row; the timeline has the larger share of the two panes
+      expect(toolbar!.height).toBeLessThan(2 * follow!.height);
+      const cells = (await panel
+        .locator('.vramscope-Section[data-section="Cells"]')
+        .boundingBox())!;
+      expect(box!.height).toBeGreaterThan(cells.height);
+    });
+
     await test.step('the answer line: memory now and at peak, the best action', async () => {
       const memory = answer.locator('.vramscope-Answer-memory');
       await expect(memory).toHaveAttribute('data-device', 'cpu');
