@@ -43,6 +43,22 @@ export class TimelinePlot implements EventListenerObject {
     this.legendRow = document.createElement('div');
     this.legendRow.className = 'vramscope-Timeline-legendRow';
     this.legendRow.append(this._legend.node, this._lanes.toggle);
+
+    // In the side panel the plot's height is what its pane leaves it, which changes without
+    // a Lumino resize too (the lanes shown, hidden or grown below it): measure and redraw.
+    if (typeof ResizeObserver !== 'undefined') {
+      this._sizes = new ResizeObserver(entries => {
+        const height = Math.round(
+          entries[entries.length - 1].contentRect.height
+        );
+        const seen = this._seenHeight;
+        this._seenHeight = height;
+        if (seen >= 0 && height !== seen && height > 0) {
+          this.resize();
+        }
+      });
+      this._sizes.observe(this._plot);
+    }
   }
 
   /** The legend and the lanes' toggle (above the plot). */
@@ -87,6 +103,8 @@ export class TimelinePlot implements EventListenerObject {
 
   /** Release plotly's hold on the plot element. */
   purge(): void {
+    this._sizes?.disconnect();
+    this._sizes = null;
     if (this._plotly && this._plotted) {
       this._plotly.purge(this._plot);
     }
@@ -253,6 +271,8 @@ export class TimelinePlot implements EventListenerObject {
   private _bands: IBandHit[] = [];
   private _width = 0;
   private _height = 0;
+  private _sizes: ResizeObserver | null = null;
+  private _seenHeight = -1;
   private _lastFigure: IFigure | null = null;
   private _replots = 0;
   private _canvasOnly = 0;

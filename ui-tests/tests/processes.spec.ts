@@ -162,6 +162,20 @@ test.describe('processes (issue 13)', () => {
       await expect(
         endedLanes.locator('.vramscope-TimelineLanes-value')
       ).toHaveText(/exit code 0|exited/);
+      // the lanes sit under the plot, whose height is what they leave it: its time axis
+      // is drawn above them, not under
+      const axis = timeline.locator(
+        '.vramscope-Timeline-plot .xaxislayer-above'
+      );
+      await expect
+        .poll(async () => {
+          const [a, l] = await Promise.all([
+            axis.boundingBox(),
+            lanes.boundingBox()
+          ]);
+          return a && l ? Math.round(l.y - (a.y + a.height)) : null;
+        })
+        .toBeGreaterThanOrEqual(-1);
       await section.screenshot({ path: screenshotPath('processes.png') });
       await timeline.screenshot({
         path: screenshotPath('processes-timeline.png')
