@@ -369,8 +369,8 @@ def main() -> None:
         f"full run {time.monotonic() - started:.0f} s"
     )
     print(lines[-1])
-    if args.record:
-        record("training_overhead", lines)
+    if args.record:  # a GPU's run goes to a section of its own, beside the CPU's
+        record("training_overhead" + ("" if args.device == "cpu" else f" ({args.device})"), lines)
 
 
 if __name__ == "__main__":

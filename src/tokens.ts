@@ -172,8 +172,10 @@ export interface ISectionOptions {
   /** Buttons in the section's header. */
   toolbar?: ReadonlyArray<ISectionToolbarItem>;
   /**
-   * Its share of the height among the open panes, against theirs (default 2): the timeline
-   * takes 3, since a plot cannot scroll where a list can.
+   * Its weight in sharing the height among the open panes, against theirs (default 2, a
+   * whole number of at least 1): the timeline takes 3, since a plot cannot scroll where a
+   * list can. It sets the first layout and the room a pane gets when it is opened; once the
+   * user drags a divider, the panes keep the sizes the user gave them.
    */
   share?: number;
 }

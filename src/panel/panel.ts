@@ -110,7 +110,10 @@ export class MemoryPanel extends SidePanel implements IMemoryPanel {
       }
     }
     // the accordion shares the height left over among the open panes by these weights
-    SplitLayout.setStretch(section, options.share ?? 2);
+    SplitLayout.setStretch(
+      section,
+      Math.max(1, Math.round(options.share ?? 2))
+    );
     this.insertWidget(index, section);
     const expanded = this._panes.expanded(title) ?? !options.collapsed;
     this._applying = true;
@@ -191,13 +194,16 @@ export class MemoryPanel extends SidePanel implements IMemoryPanel {
 
   /**
    * A pane that started collapsed has no size to go back to: Lumino's accordion expands it
-   * to its cached size, 0, an open header with nothing under it. Give it an equal share of
-   * the room, the other open panes' shares scaled to make it.
+   * to its cached size, 0, an open header with nothing under it. Give it its share of the
+   * room by the open panes' weights (`ISectionOptions.share`), the other open panes' shares
+   * scaled to make it.
    */
   private _giveRoom(index: number): void {
     const sizes = this.accordion.relativeSizes();
-    const open = Math.max(this.widgets.filter(w => !w.isHidden).length, 1);
-    const share = 1 / open;
+    const weight = (w: Widget) => Math.max(SplitLayout.getStretch(w), 1);
+    const open = this.widgets.filter(w => !w.isHidden);
+    const total = open.reduce((sum, w) => sum + weight(w), 0);
+    const share = total > 0 ? weight(this.widgets[index]) / total : 1;
     if (sizes[index] === undefined || sizes[index] >= share / 4) {
       return; // it has room of its own already
     }

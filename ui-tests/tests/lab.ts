@@ -163,7 +163,11 @@ export async function setCode(
         if (cell) {
           shared.deleteCell(index);
         }
-        shared.insertCell(index, { cell_type: 'code', source });
+        shared.insertCell(index, {
+          cell_type: 'code',
+          source,
+          metadata: { trusted: true } // as JupyterLab's own insert commands make it
+        });
       });
       notebook.activeCellIndex = index;
       return '';
@@ -181,7 +185,10 @@ export async function runCode(
 ): Promise<void> {
   await setCode(page, index, source);
   await debuggerAnswered(page); // the previous cell's: see watchDebugRequests
-  await page.notebook.runCell(index, { inplace: true });
+  expect(
+    await page.notebook.runCell(index, { inplace: true }),
+    `ran cell ${index}`
+  ).toBe(true);
 }
 
 /**
@@ -195,7 +202,10 @@ export async function startCode(
 ): Promise<Locator> {
   await setCode(page, index, source);
   await debuggerAnswered(page);
-  await page.notebook.runCell(index, { inplace: true, wait: false });
+  expect(
+    await page.notebook.runCell(index, { inplace: true, wait: false }),
+    `started cell ${index}`
+  ).toBe(true);
   const prompt = (await page.notebook.getCellLocator(index))!.locator(
     '.jp-InputArea-prompt'
   );
@@ -405,7 +415,10 @@ export async function runCell(
   index: number
 ): Promise<void> {
   await debuggerAnswered(page); // the previous cell's: see watchDebugRequests
-  await page.notebook.runCell(index, { inplace: true });
+  expect(
+    await page.notebook.runCell(index, { inplace: true }),
+    `ran cell ${index}`
+  ).toBe(true);
 }
 
 /**
