@@ -52,3 +52,11 @@ def record(title: str, lines: list[str], path: Path = RESULTS) -> None:
         out.append(section)
     head = head.rstrip("\n") + "\n\n" if head.strip() else HEADER + "\n"
     path.write_text((head + "".join(out)).rstrip("\n") + "\n", encoding="utf-8")
+
+
+def print_and_record(title: str, lines: list[str], write: bool) -> None:
+    """Print a bench's ``lines``, and write them as the section ``## title`` when ``write``
+    (its ``--record``)."""
+    print("\n".join(lines))
+    if write:
+        record(title, lines)

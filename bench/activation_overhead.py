@@ -18,7 +18,7 @@ import time
 import torch
 from torch import nn
 
-from _results import record
+from _results import print_and_record
 from vramscope.insight import InsightEngine
 
 
@@ -81,9 +81,7 @@ def main() -> None:
         f"ratio of medians: {med_on / med_off:.3f} (a measured step; target <= 1.05)",
         f"ratio of best-of: {min(on) / min(off):.3f} (less sensitive to load on shared cores)",
     ]
-    print("\n".join(lines))
-    if args.record:
-        record("activation_overhead", lines)
+    print_and_record("activation_overhead", lines, args.record)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 import torch
 
-from _results import record
+from _results import print_and_record
 from vramscope.insight import InsightEngine
 from vramscope.optimize.advisor import Advisor
 
@@ -166,9 +166,7 @@ def main() -> None:
     ]
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     lines.append(f"load average at the end of the run: {load} (2 cores shared with other work)")
-    print("\n".join(lines))
-    if args.record:
-        record("advisor_cost", lines)
+    print_and_record("advisor_cost", lines, args.record)
 
 
 if __name__ == "__main__":

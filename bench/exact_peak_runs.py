@@ -28,7 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from _results import record
+from _results import print_and_record
 
 ROOT = Path(__file__).resolve().parents[1]
 MIB = 1 << 20
@@ -178,9 +178,7 @@ def main() -> None:
         from test_exact_peak_cli import CELLS
 
         lines.append(overhead(args.overhead, CELLS))
-    print("\n".join(lines))
-    if args.record:
-        record("exact_peak_runs" + (f": {name}" if args.notebook else ""), lines)
+    print_and_record("exact_peak_runs" + (f": {name}" if args.notebook else ""), lines, args.record)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ import random
 import time
 from typing import Any
 
-from _results import record
+from _results import print_and_record
 from vramscope.exports import chart_data, render
 
 MIB = 1 << 20
@@ -190,9 +190,7 @@ def main() -> None:
         f"(size ratio {full_size / size:.1f}x)",
         f"targets < 5 MB and < 3 s: {'met' if size < 5e6 and max(t_a, t_b) < 3 else 'NOT met'}",
     ]
-    print("\n".join(lines))
-    if args.record:
-        record("export_html", lines)
+    print_and_record("export_html", lines, args.record)
 
 
 if __name__ == "__main__":

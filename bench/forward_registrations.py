@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _results import record
+from _results import print_and_record
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python_bridge"))
 
@@ -129,10 +129,7 @@ def main() -> None:
             f"({added / 1e3 / plain_ms * 100:+.2f}% of the step); the after-cell insight of a "
             f"cell that ran one step {statistics.median(after_ms[arm]):.2f} ms median"
         )
-    for line in lines:
-        print(line)
-    if args.record:
-        record("forward_registrations", lines)
+    print_and_record("forward_registrations", lines, args.record)
 
 
 if __name__ == "__main__":

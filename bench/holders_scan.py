@@ -14,7 +14,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from _results import record
+from _results import print_and_record
 from vramscope.insight import InsightEngine
 from vramscope.insight.holder_scan import scan_holders
 from vramscope.insight.holders import ScanLimits
@@ -55,9 +55,7 @@ def main() -> None:
         f"after_cell(20 ms budget): scan_ms={default['scan_ms']:.2f}, "
         f"skipped={default['skipped']!r}",
     ]
-    print("\n".join(lines))
-    if args.record:
-        record("holders_scan", lines)
+    print_and_record("holders_scan", lines, args.record)
 
 
 if __name__ == "__main__":

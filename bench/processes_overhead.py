@@ -47,7 +47,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from _results import record
+from _results import print_and_record
 from vramscope.processes import reporter, wire
 from vramscope.processes.service import ProcessesService
 
@@ -319,10 +319,7 @@ def main() -> None:
         f"machine: {os.cpu_count()} CPU cores, load average {os.getloadavg()[0]:.1f} at the end, "
         f"torch {torch.__version__}; run took {time.monotonic() - start:.0f} s"
     )
-    for line in lines:
-        print(line)
-    if args.record:
-        record("processes_overhead", lines)
+    print_and_record("processes_overhead", lines, args.record)
 
 
 if __name__ == "__main__":

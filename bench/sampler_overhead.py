@@ -30,7 +30,7 @@ import torch
 import zmq
 from jupyter_client.session import Session
 
-from _results import record
+from _results import print_and_record
 from vramscope.protocol import PROTOCOL_VERSION
 from vramscope.runtime import Runtime
 
@@ -197,9 +197,7 @@ def main() -> None:
         f"timed directly: {send_us:.1f} us = {send_us * args.hz / 1e4:.4f}% of one core "
         f"at {args.hz:g} Hz",
     ]
-    print("\n".join(lines))
-    if args.record:
-        record("sampler_overhead", lines)
+    print_and_record("sampler_overhead", lines, args.record)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from _results import record
+from _results import print_and_record
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "test" / "python"))
@@ -105,10 +105,7 @@ def main() -> None:
         f"{r['mallinfo2'] * r['wall'] / max(1, reads) * 1e3:.2f} ms each), publishing "
         f"{pct['flush']}, the waits between ticks {pct['wait']} ({wait_us:.0f} us of CPU a wait)",
     ]
-    for line in lines:
-        print(line)
-    if args.record:
-        record("sampler_thread", lines)
+    print_and_record("sampler_thread", lines, args.record)
 
 
 if __name__ == "__main__":
