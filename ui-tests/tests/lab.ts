@@ -184,11 +184,7 @@ export async function runCode(
   source: string
 ): Promise<void> {
   await setCode(page, index, source);
-  await debuggerAnswered(page); // the previous cell's: see watchDebugRequests
-  expect(
-    await page.notebook.runCell(index, { inplace: true }),
-    `ran cell ${index}`
-  ).toBe(true);
+  await runCell(page, index);
 }
 
 /**
