@@ -8,7 +8,7 @@ import platform
 import sys
 from importlib import metadata
 
-from .devices import CpuDevice, Device
+from .devices import CpuDevice, Device, heapcount
 from .messages.records import KernelInfo
 
 
@@ -74,6 +74,12 @@ def warnings_for(devices: list[Device]) -> list[str]:
                 )
             elif device.source == "rss":
                 notes.append("glibc mallinfo2 is unavailable: CPU memory is measured as RSS")
+            elif device.source == "mallinfo2" and heapcount.unavailable():
+                notes.append(
+                    f"the CPU heap counter is not running ({heapcount.unavailable()}): CPU "
+                    "memory is read with glibc mallinfo2 (slow on a large model's heap) and "
+                    "per-cell CPU peaks are sampled"
+                )
             if not device.peak_resettable:
                 notes.append("VmHWM cannot be reset here: per-cell CPU peaks come from the sampler")
     return notes

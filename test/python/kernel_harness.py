@@ -3,6 +3,7 @@ collect comm messages from iopub."""
 
 from __future__ import annotations
 
+import os
 import queue
 import time
 import uuid
@@ -19,9 +20,10 @@ Msg = dict[str, Any]
 
 
 class KernelHarness:
-    def __init__(self) -> None:
+    def __init__(self, env: dict[str, str] | None = None) -> None:
+        """``env``: variables set in the kernel's environment on top of this process's."""
         self.km = KernelManager(kernel_name="python3")
-        self.km.start_kernel()
+        self.km.start_kernel(**({"env": {**os.environ, **env}} if env else {}))
         self.kc: BlockingKernelClient = self.km.client()
         self.kc.start_channels()
         self.kc.wait_for_ready(timeout=60)

@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 from vramscope.devices import CpuDevice
-from vramscope.devices.cpu import SLOW_READ_S
+from vramscope.devices.cpu import SLOW_READ_S, load_mallinfo2
 
-pytestmark = pytest.mark.skipif(CpuDevice().source != "mallinfo2", reason="needs glibc mallinfo2")
+pytestmark = pytest.mark.skipif(load_mallinfo2() is None, reason="needs glibc mallinfo2")
 
 BRIDGE = Path(__file__).resolve().parents[2] / "python_bridge"
 PRELUDE = f"""
@@ -29,7 +29,8 @@ import sys, threading, time
 sys.path.insert(0, {str(BRIDGE)!r})
 from vramscope.devices.cpu import CpuDevice, SAMPLER_DUTY, SLOW_READ_S
 MIB = 1 << 20
-cpu, truth = CpuDevice(), CpuDevice()  # truth: a second reader, fresh readings
+# mallinfo2's own path (the heap counter, where it runs, reads without a walk)
+cpu, truth = CpuDevice(heap_counter=False), CpuDevice(heap_counter=False)  # truth: fresh readings
 cpu.in_use(), truth.in_use()  # (ctypes allocates at a function's first call)
 cpu.end_cell(cpu.begin_cell("reset"), None)  # (and procio its buffers at the first cell)
 fast_cost = cpu.read_cost_s
@@ -132,7 +133,7 @@ def test_slow_heap_breakdown_reuses_the_ending_reading_and_cells_stay_exact() ->
 
 
 def test_fast_heap_sampler_reads_every_tick() -> None:
-    cpu = CpuDevice()
+    cpu = CpuDevice(heap_counter=False)
     mark = cpu.begin_cell("reset")
     cpu.end_cell(mark, None)
     if cpu.slow:
@@ -145,7 +146,7 @@ def test_fast_heap_sampler_reads_every_tick() -> None:
 def test_one_slow_call_on_a_fast_heap_does_not_throttle_the_sampler() -> None:
     """A single slow mallinfo2 call (the sampler thread preempted or faulting in its walk, as
     on a loaded machine) is not a fragmented heap: the next ticks still read, every one."""
-    cpu = CpuDevice()
+    cpu = CpuDevice(heap_counter=False)
     cpu.end_cell(cpu.begin_cell("reset"), None)
     if cpu.slow:
         pytest.skip("this test process's heap is already fragmented")

@@ -17,10 +17,11 @@ torch = pytest.importorskip("torch")
 
 from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 
-from vramscope.devices import CpuDevice  # noqa: E402
+from vramscope.devices import CpuDevice, heapcount  # noqa: E402
+from vramscope.devices.cpu import load_mallinfo2  # noqa: E402
 from vramscope.devices.exact import armed_modes  # noqa: E402
 
-if CpuDevice().source != "mallinfo2":
+if load_mallinfo2() is None:
     pytest.skip("exact peaks need glibc mallinfo2", allow_module_level=True)
 
 MIB = 1 << 20
@@ -44,9 +45,14 @@ def no_collection() -> Iterator[None]:
         gc.enable()
 
 
-@pytest.fixture
-def exact_cpu():  # type: ignore[no-untyped-def]
-    cpu = CpuDevice(exact=lambda: True)
+@pytest.fixture(params=["heap-counter", "op-counter"])
+def exact_cpu(request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
+    """Both exact sources, held to the same truths: the heap counter (every cell, where it
+    runs) and the op-by-op count (``cpu_peak: "exact"`` without it)."""
+    counted = request.param == "heap-counter"
+    cpu = CpuDevice(exact=lambda: True, heap_counter=counted)
+    if counted and cpu.heap is None:
+        pytest.skip(f"no heap counter here: {heapcount.unavailable()}")
     yield cpu
     cpu.close()
 
@@ -64,7 +70,7 @@ def test_rerun_of_a_tensor_cell_peaks_at_the_new_tensor(exact_cpu: CpuDevice) ->
         assert delta["peak_source"] == "exact"
         assert abs(delta["peak_delta_bytes"] - truth) <= SLACK, delta
         assert abs(delta["delta_bytes"]) <= SLACK, delta
-    sampled = CpuDevice()
+    sampled = CpuDevice(heap_counter=False)
     mark = sampled.begin_cell("reset")
     assert not mark.exact
     delta, _ = sampled.end_cell(mark, None)
@@ -119,6 +125,12 @@ def test_a_mode_the_user_leaves_open_keeps_ours_under_it_until_it_goes(
             return func(*args, **(kwargs or {}))
 
     mark = exact_cpu.begin_cell("reset")
+    if exact_cpu.heap is not None:  # the heap counter pushes no mode at all
+        assert armed_modes() == 0 and not _get_current_dispatch_mode_stack()
+        with Users():
+            delta, _ = exact_cpu.end_cell(mark, None)
+        assert delta["peak_source"] == "exact" and not _get_current_dispatch_mode_stack()
+        return
     assert armed_modes() == 1  # the step watch does not take it for a user's mode
     users = Users()
     users.__enter__()  # left open at the cell's end

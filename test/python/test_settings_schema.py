@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from vramscope.devices import CpuDevice
+from kernel_harness import BOOTSTRAP, KernelHarness
+from vramscope.devices.cpu import load_mallinfo2
 from vramscope.protocol import ProtocolError
 from vramscope.settings import (
     MAX_HISTORY_LIMIT,
@@ -60,22 +61,41 @@ def test_every_number_setting_has_an_upper_bound_the_schema_keeps_within() -> No
         apply_settings(defaults, {"history_limit": MAX_HISTORY_LIMIT + 1})
 
 
-@pytest.mark.skipif(CpuDevice().source != "mallinfo2", reason="exact peaks need glibc mallinfo2")
-def test_cpu_peak_setting_decides_the_next_cells_peak(
-    fresh_stream_kernel: tuple[object, str],
-) -> None:
-    k, stream = fresh_stream_kernel
-    control = k.comm_open("control")  # type: ignore[attr-defined]
-    k.run_ok("import torch", "schema-import")  # type: ignore[attr-defined]
-    k.comm_data(stream, "cell")  # type: ignore[attr-defined]
+@pytest.mark.skipif(load_mallinfo2() is None, reason="exact peaks need glibc mallinfo2")
+@pytest.mark.parametrize("counter", ["off", "on"])
+def test_cpu_peak_setting_decides_the_next_cells_peak(counter: str) -> None:
+    """Without the heap counter the setting arms the op-by-op count; with it every cell's
+    peak is counted, whatever the setting."""
+    k = KernelHarness(env={"VRAMSCOPE_HEAP_COUNTER": "0" if counter == "off" else "1"})
+    try:
+        assert k.execute(BOOTSTRAP, silent=True)["content"]["status"] == "ok"
+        stream = k.comm_open("stream")
+        k.comm_data(stream, "hello")
+        counted = k.eval(RUNTIME_CPU_SOURCE) == "malloc-counter"
+        if counter == "on" and not counted:
+            pytest.skip("the heap counter cannot run here")
+        assert counted == (counter == "on")
+        sources = _peak_sources(k, stream)
+    finally:
+        k.close()
+    assert sources == {"exact": "exact", "sampled": "exact" if counted else "sampled"}
+
+
+RUNTIME_CPU_SOURCE = "__import__('vramscope.runtime', fromlist=['x']).get_runtime().cpu.source"
+
+
+def _peak_sources(k: KernelHarness, stream: str) -> dict[str, str]:
+    control = k.comm_open("control")
+    k.run_ok("import torch", "schema-import")
+    k.comm_data(stream, "cell")
     sources = {}
-    for mode in ("exact", "sampled"):
-        reply = k.request(control, "set_settings", {"cpu_peak": mode})  # type: ignore[attr-defined]
+    for i, mode in enumerate(("exact", "sampled")):
+        reply = k.request(control, "set_settings", {"cpu_peak": mode})
         assert reply["type"] == "reply" and reply["result"]["settings"]["cpu_peak"] == mode, reply
         # the old y lives until the new one is made: a 16 MiB rise that a sampler misses
-        k.run_ok("y = torch.ones(4 * 1024 * 1024)\ny = torch.ones(4 * 1024 * 1024)", mode)  # type: ignore[attr-defined]
-        cpu = k.comm_data(stream, "cell")["record"]["devices"]["cpu"]  # type: ignore[attr-defined]
+        k.run_ok("y = torch.ones(4 * 1024 * 1024)\ny = torch.ones(4 * 1024 * 1024)", mode)
+        cpu = k.comm_data(stream, "cell")["record"]["devices"]["cpu"]
         sources[mode] = cpu["peak_source"]
-        if mode == "exact":
-            assert abs(cpu["peak_delta_bytes"] - 32 * MIB) <= 64 * 1024, cpu
-    assert sources == {"exact": "exact", "sampled": "sampled"}
+        if cpu["peak_source"] == "exact":  # at the second, the first cell's y is there
+            assert abs(cpu["peak_delta_bytes"] - (16 if i else 32) * MIB) <= 64 * 1024, cpu
+    return sources

@@ -18,13 +18,15 @@ class CellMark:
     ``baseline`` is device specific: the RSS before the cell for the CPU (VmHWM was reset),
     the allocator's peak counter before the cell for CUDA. ``peak_counter_fresh`` says the
     device's own peak counter started at the cell's start (reset by us, or never used before).
-    ``exact``: an op-by-op count was armed for the cell (the CPU's ``cpu_peak: "exact"``).
+    ``exact``: the cell's peak is counted (the CPU's heap counter, or its op-by-op count under
+    ``cpu_peak: "exact"``); ``counted``: the heap counter's raw count at the cell's start.
     """
 
     before: int
     baseline: int = 0
     peak_counter_fresh: bool = False
     exact: bool = False
+    counted: int | None = None
 
 
 class Device(abc.ABC):

@@ -1,9 +1,14 @@
-"""CPU memory: glibc mallinfo2 in-use bytes (exact), RSS as the fallback and per-cell VmHWM.
+"""CPU memory: malloc's in-use bytes (counted, or glibc mallinfo2), RSS as the fallback.
 
 Method (see docs/report-schema.md):
-- ``used``: ``mallinfo2().uordblks + hblkhd`` (bytes handed out by malloc, including large
-  mmapped blocks); it sees frees that RSS never shows. Under a preloaded or linked
-  jemalloc/tcmalloc/mimalloc (or without glibc) mallinfo2 is meaningless: ``used`` is RSS.
+- ``used``: the bytes handed out by malloc, including large mmapped blocks
+  (``mallinfo2().uordblks + hblkhd``); it sees frees that RSS never shows. Where the heap
+  counter runs (heapcount.py: glibc on Linux, a C compiler once) it is kept at every malloc
+  and free, so a reading costs nothing and a cell's peak is exact: the count's high-water mark
+  from the cell's start (``peak_source: "exact"``); a cell during which a shared object was
+  loaded (an import) is resynchronised with mallinfo2 and its peak is sampled, as below.
+  Elsewhere mallinfo2 is read. Under a preloaded or linked jemalloc/tcmalloc/mimalloc (or
+  without glibc) mallinfo2 is meaningless: ``used`` is RSS.
 - ``reserved``: RSS from ``/proc/self/statm`` read with ``pread`` on a descriptor opened once.
 - per-cell peak, sampled (the default): before the cell ``5`` is written to
   ``/proc/self/clear_refs`` (resets VmHWM); after it, the rise of VmHWM over the RSS before the
@@ -35,7 +40,7 @@ import time
 from typing import Any, Callable
 
 from ..messages.records import DeviceDelta, DeviceInfo, DeviceSample
-from . import procio
+from . import heapcount, procio
 from .base import CellMark, Device, PeakPolicy, make_delta, window_rise
 from .exact import ExactCounter
 
@@ -108,10 +113,19 @@ class CpuDevice(Device):
     id = "cpu"
     kind = "cpu"
 
-    def __init__(self, use_mallinfo2: bool = True, exact: Callable[[], bool] | None = None) -> None:
+    def __init__(
+        self,
+        use_mallinfo2: bool = True,
+        exact: Callable[[], bool] | None = None,
+        heap_counter: bool = True,
+    ) -> None:
         self._mallinfo2 = load_mallinfo2() if use_mallinfo2 else None
         self._mallinfo2_nogil = load_mallinfo2(release_gil=True) if self._mallinfo2 else None
+        #: the process's heap counter (shared by every CpuDevice), None: mallinfo2 is read
+        self.heap = heapcount.shared(self._walk) if heap_counter and self._mallinfo2 else None
         self.source = "mallinfo2" if self._mallinfo2 is not None else "rss"
+        if self.heap is not None:
+            self.source = "malloc-counter"
         self._page = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
         self._statm_fd: int | None = _open_or_none("/proc/self/statm", os.O_RDONLY)
         self._status_fd: int | None = _open_or_none("/proc/self/status", os.O_RDONLY)
@@ -141,11 +155,19 @@ class CpuDevice(Device):
             return _rss_fallback()
 
     def in_use(self) -> int:
+        if self.heap is not None:
+            return self.heap.read()
         if self._mallinfo2 is None:
             return self.rss()
         start = time.thread_time()
-        info = self._mallinfo2()
+        used = self._walk()
         self.read_cost_s = time.thread_time() - start
+        return used
+
+    def _walk(self) -> int:
+        """mallinfo2's in-use bytes (one walk of the heap's free chunks)."""
+        assert self._mallinfo2 is not None
+        info = self._mallinfo2()
         return int(info.uordblks + info.hblkhd)
 
     @property
@@ -160,7 +182,7 @@ class CpuDevice(Device):
         """The last cell's ending reading while no sampler reading has differed from it
         (what a breakdown after the cell totals), else a fresh one."""
         end, since = self._end, self._since_end
-        if end is not None and since in (None, end["used"]):
+        if self.heap is None and end is not None and since in (None, end["used"]):
             return dict(end)  # type: ignore[return-value]
         return self.read()
 
@@ -173,7 +195,9 @@ class CpuDevice(Device):
         now = time.monotonic()
         if now - self._rss_at >= RSS_EVERY_S:
             self._rss, self._rss_at = self.rss(), now
-        if self._mallinfo2 is None:
+        if self.heap is not None:
+            used = self.heap.read()
+        elif self._mallinfo2 is None:
             used = self.rss()
         elif now < self._next_tick_read:
             return None
@@ -193,7 +217,9 @@ class CpuDevice(Device):
 
     def info(self, sample: DeviceSample | None = None) -> DeviceInfo:
         sample = sample or self.read()
-        label = "glibc mallinfo2" if self.source == "mallinfo2" else "RSS"
+        label = {"malloc-counter": "glibc malloc, counted", "mallinfo2": "glibc mallinfo2"}.get(
+            self.source, "RSS"
+        )
         return {
             "id": self.id,
             "kind": "cpu",
@@ -210,6 +236,13 @@ class CpuDevice(Device):
         return self._hwm_resettable
 
     def begin_cell(self, policy: PeakPolicy) -> CellMark:
+        if self.heap is not None:
+            self._hwm_resettable = self._hwm_resettable and _reset_hwm(self._clear_refs_fd)
+            self.heap.rescan()  # a library loaded since: patched, the offset resynchronised
+            counted = self.heap.mark()
+            before = self.heap.offset + counted
+            rss = self.rss()
+            return CellMark(before, rss, peak_counter_fresh=True, exact=True, counted=counted)
         exact = self._exact is not None and self._exact() and self.source == "mallinfo2"
         exact = exact and self.counter.begin()  # first: its own allocations are not the cell's
         self._hwm_resettable = self._hwm_resettable and _reset_hwm(self._clear_refs_fd)
@@ -218,6 +251,8 @@ class CpuDevice(Device):
         return CellMark(before=before, baseline=self.rss(), peak_counter_fresh=True, exact=exact)
 
     def end_cell(self, mark: CellMark, window_max: int | None) -> tuple[DeviceDelta, DeviceSample]:
+        if self.heap is not None and mark.counted is not None:
+            return self._end_counted(mark, window_max)
         counted = self.counter.end() if mark.exact else None
         sample = self.read()
         self._end, self._since_end = dict(sample), None  # type: ignore[assignment]
@@ -232,6 +267,25 @@ class CpuDevice(Device):
         hwm_rise = None if hwm is None else hwm - mark.baseline
         delta = make_delta(mark.before, after, [hwm_rise, window_rise(window_max, mark.before)])
         delta["peak_source"] = "sampled"
+        return delta, sample
+
+    def _end_counted(
+        self, mark: CellMark, window_max: int | None
+    ) -> tuple[DeviceDelta, DeviceSample]:
+        """The heap counter's figures: the delta, and the count's high-water mark as the peak;
+        sampled as well where a library loaded during the cell (its loading was not counted)."""
+        assert self.heap is not None and mark.counted is not None
+        loaded = self.heap.rescan()
+        rise = self.heap.peak() - mark.counted
+        sample = self.read()
+        self._end, self._since_end = dict(sample), None  # type: ignore[assignment]
+        rises: list[int | None] = [rise]
+        if loaded:
+            hwm = _vm_hwm(self._status_fd) if self._hwm_resettable else None
+            rises += [None if hwm is None else hwm - mark.baseline]
+            rises += [window_rise(window_max, mark.before)]
+        delta = make_delta(mark.before, sample["used"], rises)
+        delta["peak_source"] = "sampled" if loaded else "exact"
         return delta, sample
 
     def close(self) -> None:
