@@ -159,7 +159,10 @@ def test_saved_bytes_match_bytes_freed_when_graph_dropped(
     # Since the pack hook keeps a Saved (tensor + version) per saved tensor: 77-80 KB
     # measured in every try for 40 storages, so 2 KiB a storage plus 16 KiB (96 KiB); a
     # missed activation (>= 32 KiB) still goes over.
-    assert min(errors) < 16 * KIB + storages * 2 * KIB, (errors, storages)
+    # Read with the heap counter, which also sees the small blocks glibc keeps in its
+    # per-thread cache (mallinfo2 counts those as in use): 106-107 KiB for 40 storages in
+    # every try, so 2.5 KiB a storage plus 16 KiB (116 KiB); a missed activation still goes over.
+    assert min(errors) < 16 * KIB + storages * 5 * KIB // 2, (errors, storages)
     assert engine.tracker.total_bytes() == 0
 
 
