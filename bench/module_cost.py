@@ -14,8 +14,8 @@ block, each block preceded by one untimed cell (it takes whatever the previous b
 behind). Printed per model and cell: added ms per cell, median and p90, bridge against the
 first plain kernel, next to the A/A control (the second plain kernel against the first, both
 arms the same), and the bridge's own after-cell insight time (``scan_ms`` of its insight
-messages), and the bridge's CPU readings (what one glibc mallinfo2 call cost on a cell's
-path and on the sampler's). ``--record`` writes them to bench/RESULTS.md (section
+messages), and the bridge's CPU readings (the heap counter, or what one glibc mallinfo2 call
+cost on a cell's path and on the sampler's). ``--record`` writes them to bench/RESULTS.md (section
 ``--title``). No asserts: numbers on a shared machine are noisy.
 
     python bench/module_cost.py [--rounds 8] [--cells 20] [--forward-cells 5]
@@ -103,8 +103,10 @@ TRAIN = {
 }
 COUNT = "sum(1 for _ in model.modules())"
 CPU_READS = (
-    "(lambda c: f'mallinfo2 {c.read_cost_s * 1e3:.2f} ms a call on the cells path, '"
-    "f'{c.tick_cost_s * 1e3:.2f} ms on the samplers (GIL released: {c.tick_cost_s > 3e-4})')"
+    "(lambda c: f'{c.source}: ' + (f'{c.heap.slots} GOT entries counted, no heap walk' "
+    "if c.heap is not None else f'mallinfo2 {c.read_cost_s * 1e3:.2f} ms a call on the cells "
+    "path, '"
+    "f'{c.tick_cost_s * 1e3:.2f} ms on the samplers (GIL released: {c.tick_cost_s > 3e-4})'))"
     "(__import__('vramscope.runtime', fromlist=['x']).get_runtime().cpu)"
 )
 ARMS = ("bridge", "plain", "plain2")
