@@ -116,6 +116,7 @@ class Runtime(Requests):
             # IPython must know it is loaded, or %unload_ext says "not loaded" and keeps it
             with contextlib.suppress(Exception):
                 shell.extension_manager.loaded.add(__package__)
+            self.cpu.resume()  # the heap counter's entries, put back by an unload
             BASELINE.start(self.cpu.in_use)  # "runtime (torch import)" in the breakdown
             self.bridge.register()
             self._refresh_devices()
@@ -146,6 +147,7 @@ class Runtime(Requests):
         self.outbox.clear()
         BASELINE.disarm()
         self.shutdown()
+        self.cpu.suspend()  # unloaded: malloc's entries as they were
         self.bridge.unregister()
         atexit.unregister(self.shutdown)
 

@@ -288,6 +288,16 @@ class CpuDevice(Device):
         delta["peak_source"] = "sampled" if loaded else "exact"
         return delta, sample
 
+    def suspend(self) -> None:
+        """The bridge is unloaded: the heap counter's allocator entries are put back."""
+        if self.heap is not None:
+            self.heap.pause()
+
+    def resume(self) -> None:
+        """The bridge is loaded (again): the heap counter counts (again)."""
+        if self.heap is not None:
+            self.heap.resume()
+
     def close(self) -> None:
         fds = (self._statm_fd, self._status_fd, self._clear_refs_fd)
         self._statm_fd = self._status_fd = self._clear_refs_fd = None

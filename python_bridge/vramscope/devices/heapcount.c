@@ -164,7 +164,7 @@ static size_t n_seen, cap_seen;
 static unsigned long long last_adds = ~0ULL, last_subs = ~0ULL;
 static uintptr_t self_base;
 static long page_size;
-static int n_slots; /* GOT entries pointed at a wrapper, all objects */
+static int n_slots; /* GOT entries pointed at a wrapper, all objects (see ``patched``) */
 static int n_new;   /* objects patched by the current scan */
 
 static int already_seen(uintptr_t base, const void *phdr) {
@@ -195,18 +195,41 @@ static uintptr_t dyn_addr(uintptr_t base, ElfW(Addr) ptr) {
     return ptr < base ? base + ptr : ptr;
 }
 
-static void set_slot(void **slot, void *fn, uintptr_t relro_lo, uintptr_t relro_hi) {
-    if (*slot == fn) return;
-    uintptr_t at = (uintptr_t)slot;
-    if (at >= relro_lo && at < relro_hi) { /* made read-only by the loader after relocation */
-        uintptr_t pg = at & ~(uintptr_t)(page_size - 1);
-        if (mprotect((void *)pg, (size_t)page_size, PROT_READ | PROT_WRITE) != 0) return;
-        __atomic_store_n(slot, fn, __ATOMIC_RELEASE);
-        mprotect((void *)pg, (size_t)page_size, PROT_READ);
-    } else {
-        __atomic_store_n(slot, fn, __ATOMIC_RELEASE);
+/* Every entry pointed at a wrapper, with what it held before (vs_unpatch puts that back). */
+struct patched {
+    void **slot;
+    void *was, *fn;
+    int relro;
+};
+static struct patched *patched;
+static size_t cap_patched;
+
+static int store(void **slot, void *value, int relro) {
+    if (!relro) {
+        __atomic_store_n(slot, value, __ATOMIC_RELEASE);
+        return 1;
     }
-    n_slots++;
+    /* made read-only by the loader after relocation: writable for this one store */
+    uintptr_t pg = (uintptr_t)slot & ~(uintptr_t)(page_size - 1);
+    if (mprotect((void *)pg, (size_t)page_size, PROT_READ | PROT_WRITE) != 0) return 0;
+    __atomic_store_n(slot, value, __ATOMIC_RELEASE);
+    mprotect((void *)pg, (size_t)page_size, PROT_READ);
+    return 1;
+}
+
+static void set_slot(void **slot, void *fn, uintptr_t relro_lo, uintptr_t relro_hi) {
+    void *was = *slot;
+    if (was == fn) return;
+    if ((size_t)n_slots == cap_patched) {
+        size_t cap = cap_patched ? cap_patched * 2 : 256;
+        struct patched *p = realloc(patched, cap * sizeof(*p));
+        if (!p) return; /* not patched: what cannot be put back is not changed */
+        patched = p;
+        cap_patched = cap;
+    }
+    int relro = (uintptr_t)slot >= relro_lo && (uintptr_t)slot < relro_hi;
+    if (!store(slot, fn, relro)) return;
+    patched[n_slots++] = (struct patched){slot, was, fn, relro};
 }
 
 static void patch_relocs(uintptr_t base, const ElfW(Rela) *rel, size_t count, const ElfW(Sym) *symtab,
@@ -322,3 +345,18 @@ long long vs_mark(void) {
     return c;
 }
 int vs_slots(void) { return n_slots; }
+
+/* Put every patched entry back as it was (an entry someone else changed since is left);
+   the next vs_rescan patches every object again. Returns how many were put back. */
+int vs_unpatch(void) {
+    pthread_mutex_lock(&lock);
+    int restored = 0;
+    for (int i = 0; i < n_slots; i++)
+        if (*patched[i].slot == patched[i].fn)
+            restored += store(patched[i].slot, patched[i].was, patched[i].relro);
+    n_slots = 0;
+    n_seen = 0;
+    last_adds = last_subs = ~0ULL;
+    pthread_mutex_unlock(&lock);
+    return restored;
+}

@@ -63,6 +63,18 @@ class HeapCounter:
         self.sync()
         return True
 
+    def pause(self) -> None:
+        """Put the allocator entries back as they were (the bridge unloaded): nothing counts
+        until ``resume``."""
+        self._lib.vs_unpatch()
+        self.slots = 0
+
+    def resume(self) -> None:
+        """Patch every loaded object again and resynchronise."""
+        self._lib.vs_rescan()
+        self.slots = int(self._lib.vs_slots())
+        self.sync()
+
     def mark(self) -> int:
         """Start a high-water mark here; the raw count (compare with ``peak``)."""
         return int(self._lib.vs_mark())
@@ -96,8 +108,9 @@ def _start(mallinfo2_used: Callable[[], int]) -> tuple[Optional[HeapCounter], Op
         for name in ("vs_current", "vs_peak", "vs_mark"):
             getattr(lib, name).restype = ctypes.c_longlong
             getattr(lib, name).argtypes = []
-        lib.vs_rescan.restype = lib.vs_slots.restype = ctypes.c_int
-        lib.vs_rescan.argtypes = lib.vs_slots.argtypes = []
+        for name in ("vs_rescan", "vs_slots", "vs_unpatch"):
+            getattr(lib, name).restype = ctypes.c_int
+            getattr(lib, name).argtypes = []
         lib.vs_rescan()
         return HeapCounter(lib, mallinfo2_used), None
     except Exception as exc:  # never into the kernel: mallinfo2 readings instead
