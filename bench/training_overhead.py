@@ -16,7 +16,9 @@ reverses from round to round:
   while a cell runs): the sampler's cost with 5x the signal, an upper bound of 10 Hz's that
   a 0.5% target can be read against on a machine whose A/A control spreads by a few percent;
 * ``activations``: ``sample_hz=0, insight=True`` (hooks + activation tracking + insight);
-* ``all``: the defaults (everything).
+* ``all``: the defaults (everything);
+* ``uncounted``: the defaults with the CPU heap counter's allocator entries put back (its
+  cost: ``all`` against ``uncounted``).
 
 A loaded arm has a ``stream`` comm open, as the front end has. Per block two clocks: wall
 time of the steps, timed inside the cell, and the kernel process's CPU time (all threads:
@@ -46,7 +48,7 @@ from typing import Any
 from _results import record
 
 ROOT = Path(__file__).resolve().parents[1]
-ARMS = ("off", "off2", "hooks", "sampler", "sampler50", "activations", "all")
+ARMS = ("off", "off2", "hooks", "sampler", "sampler50", "activations", "all", "uncounted")
 CPU = "__import__('time').process_time()"
 SETTINGS = {
     "hooks": "sample_hz=0, insight=False",
@@ -54,7 +56,10 @@ SETTINGS = {
     "sampler50": "sample_hz=50, insight=False",
     "activations": "sample_hz=0, insight=True",
     "all": "sample_hz=10, insight=True",
+    "uncounted": "sample_hz=10, insight=True",
 }
+#: the CPU heap counter's allocator entries put back (as unloading does) or patched again
+HEAP_COUNTER = "__import__('vramscope.runtime', fromlist=['x']).get_runtime().cpu.{}()"
 
 SETUP = r"""
 import time as _vs_time
@@ -221,6 +226,8 @@ class Bench:
             self.k.comm_data(stream, "hello")
         settings = SETTINGS[arm].replace("sample_hz=10,", f"sample_hz={self.hz:g},")
         self.k.run_ok(f"import vramscope as _vs; _ = _vs.settings({settings})")
+        if (arm == "uncounted") != (self.state == "uncounted"):
+            self.k.execute(HEAP_COUNTER.format("suspend" if arm == "uncounted" else "resume"))
         self.k.execute("pass")  # the settings cell's follow-up work lands here, not below
         self.state = arm
 

@@ -47,11 +47,10 @@
 
 static long long cur, peak;
 
-/* A block's chunk size, as mallinfo2 counts it: the usable size plus glibc's chunk header
-   (one word, two for a chunk of its own mmap: the IS_MMAPPED bit of the size word). */
+/* A block's chunk size, as mallinfo2 counts it: glibc's size word just before the block,
+   without its three flag bits (what malloc_usable_size reads, and its header included). */
 static inline long long chunk(void *p) {
-    size_t word = ((size_t *)p)[-1];
-    return (long long)(malloc_usable_size(p) + ((word & 2) ? 2 : 1) * sizeof(size_t));
+    return (long long)(((size_t *)p)[-1] & ~(size_t)7);
 }
 
 static inline void up(void *p) {
