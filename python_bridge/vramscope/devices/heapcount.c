@@ -345,13 +345,15 @@ long long vs_mark(void) {
 }
 int vs_slots(void) { return n_slots; }
 
-/* Put every patched entry back as it was (an entry someone else changed since is left);
-   the next vs_rescan patches every object again. Returns how many were put back. */
+/* Put every patched entry back as it was (an entry of an object unloaded since, or one that
+   someone else changed since, is left); the next vs_rescan patches every object again.
+   Returns how many were put back. */
 int vs_unpatch(void) {
     pthread_mutex_lock(&lock);
     int restored = 0;
+    Dl_info owner;
     for (int i = 0; i < n_slots; i++)
-        if (*patched[i].slot == patched[i].fn)
+        if (dladdr((void *)patched[i].slot, &owner) && *patched[i].slot == patched[i].fn)
             restored += store(patched[i].slot, patched[i].was, patched[i].relro);
     n_slots = 0;
     n_seen = 0;
