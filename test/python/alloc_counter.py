@@ -1,12 +1,16 @@
 """An independent ground truth for per-cell CPU peaks (issue 21): the notebook's cells run in a
 plain kernel (no vramscope) with malloc_peak.c preloaded, which counts the in-use bytes of
 every malloc'd block inside the allocator itself. A cell's peak is that count's high-water
-mark during the cell minus its value at the cell's start: every allocation and free is seen,
+mark during the cell minus its value at the cell's start, the cell being what IPython runs
+between its ``pre_run_cell`` and ``post_run_cell`` events (where vramscope's own readings are
+taken; the kernel's handling of the request around them is not the cell's, and counted ~17
+KiB more on a 130 KiB cell): every allocation and free is seen,
 inside an op too (a reading of glibc after each op misses those), and the cells run in a
 kernel as ``vramscope profile`` runs them (a plain ``exec`` in a script gave one training cell
 1 MiB less than every kernel: the first matmuls keep a different amount of BLAS workspace).
 
-Before the first cell after torch is imported, one op runs under an empty ``TorchDispatchMode``
+Without the heap counter (where vramscope counts a cell op by op), before the first cell after
+torch is imported, one op runs under an empty ``TorchDispatchMode``
 (the first op under a Python mode imports ~800 modules, ~24 MiB, which vramscope's exact
 count does when it is first armed): without it a plain kernel pays that import inside the
 first cell that happens to need it (``torch.optim.Adam(...)``). Needs glibc and a C compiler.
@@ -29,8 +33,15 @@ SOURCE = Path(__file__).with_name("malloc_peak.c")
 _BUILT: dict[str, Path] = {}
 
 SETUP = (
-    "import ctypes as _c; _L = _c.CDLL(None)\n"
-    "_L.mallocpeak_current.restype = _L.mallocpeak_peak.restype = _c.c_longlong"
+    "import ctypes as _c, json as _j; _L = _c.CDLL(None)\n"
+    "_L.mallocpeak_current.restype = _L.mallocpeak_peak.restype = _c.c_longlong\n"
+    "_S, _R = [0], [0, 0]\n"
+    "def _mark(info):\n"
+    "    _S[0] = _L.mallocpeak_current(); _L.mallocpeak_reset()\n"
+    "def _read(result):\n"
+    "    _R[:] = [_L.mallocpeak_peak() - _S[0], _L.mallocpeak_current() - _S[0]]\n"
+    "get_ipython().events.register('pre_run_cell', _mark)\n"
+    "get_ipython().events.register('post_run_cell', _read)"
 )
 WARM = (
     "import sys as _s\n"
@@ -39,10 +50,9 @@ WARM = (
     "    class _Empty(_M):\n"
     "        def __torch_dispatch__(self, f, t, a=(), k=None): return f(*a, **(k or {}))\n"
     "    with _Empty(): _s.modules['torch'].ones(1).add(1)\n"
-    "    _warm = True\n"
-    "_S = _L.mallocpeak_current(); _L.mallocpeak_reset()"
+    "    _warm = True"
 )
-READ = "__import__('json').dumps([_L.mallocpeak_peak() - _S, _L.mallocpeak_current() - _S])"
+READ = "_j.dumps(_R)"
 
 
 def available() -> bool:
@@ -61,9 +71,17 @@ def library() -> Path:
     return _BUILT["lib"]
 
 
-def cell_peaks(notebook: Path, timeout: float = 600) -> list[tuple[int, int]]:
+def cell_peaks(
+    notebook: Path, timeout: float = 600, warm: bool | None = None
+) -> list[tuple[int, int]]:
     """Per code cell of ``notebook``: (peak rise, net change) of malloc's in-use bytes, run
-    in a plain kernel started in the notebook's folder. Raises if a cell fails."""
+    in a plain kernel started in the notebook's folder. Raises if a cell fails. ``warm``:
+    run ``WARM`` before each cell (default: where vramscope's exact peaks would come from its
+    op-by-op count, as without the heap counter)."""
+    if warm is None:
+        from vramscope.devices import CpuDevice
+
+        warm = CpuDevice().heap is None
     nb = nbformat.read(str(notebook), as_version=4)
     cells = [c.source for c in nb.cells if c.cell_type == "code"]
     env = dict(os.environ, LD_PRELOAD=str(library()))
@@ -76,7 +94,8 @@ def cell_peaks(notebook: Path, timeout: float = 600) -> list[tuple[int, int]]:
         _run(kc, SETUP, timeout, silent=True)
         peaks: list[tuple[int, int]] = []
         for code in cells:
-            _run(kc, WARM, timeout, silent=True)
+            if warm:
+                _run(kc, WARM, timeout, silent=True)
             _run(kc, code, timeout)
             reply = _run(kc, "", timeout, silent=True, expressions={"v": READ})
             value = reply["content"]["user_expressions"]["v"]["data"]["text/plain"]

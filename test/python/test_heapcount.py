@@ -109,10 +109,22 @@ def test_other_threads_and_a_library_loaded_later_are_counted() -> None:
             and str(getattr(importlib.util.find_spec(n), "origin", "")).endswith(".so")
         )
         slots = hc.slots
-        __import__(name)
-        assert hc.rescan() and hc.slots >= slots  # patched, and tied to a fresh walk again
+        start = hc.read()
+        module = __import__(name)  # patched at its load, the load itself counted
+        assert hc.rescan() == (False, True) and hc.slots > slots
         close(gap(), 0)
-        assert not hc.rescan()  # nothing new: one callback
+        assert hc.rescan() == (False, False)  # nothing new: one callback
+        import ctypes
+        other = importlib.util.find_spec(next(
+            n for n in ("_sqlite3", "_lzma", "_bz2", "_curses", "_dbm", "mmap", "_codecs_jp")
+            if n not in sys.modules and n != name
+            and str(getattr(importlib.util.find_spec(n), "origin", "")).endswith(".so")
+        )).origin
+        native = ctypes.CDLL(None).dlopen  # glibc's dlopen called as a library would
+        native.restype, native.argtypes = ctypes.c_void_p, [ctypes.c_char_p, ctypes.c_int]
+        assert native(other.encode(), 2)
+        assert hc.rescan() == (True, False)  # found by the walk: its loading was not counted
+        close(gap(), 0)
         """
     )
 

@@ -55,13 +55,15 @@ class HeapCounter:
         """Malloc's in-use bytes now."""
         return self.offset + int(self._lib.vs_current())
 
-    def rescan(self) -> bool:
-        """Patch the objects loaded since the last call; True (and resynchronised) if any."""
-        if int(self._lib.vs_rescan()) == 0:
-            return False
-        self.slots = int(self._lib.vs_slots())
-        self.sync()
-        return True
+    def rescan(self) -> tuple[bool, bool]:
+        """Patch the objects loaded since the last call: (any loaded otherwise than by Python's
+        import, whose loading was not counted; any imported, whose loading was). The offset is
+        resynchronised when either."""
+        found, imported = int(self._lib.vs_rescan()) > 0, int(self._lib.vs_imported()) > 0
+        if found or imported:
+            self.slots = int(self._lib.vs_slots())
+            self.sync()
+        return found, imported
 
     def pause(self) -> None:
         """Put the allocator entries back as they were (the bridge unloaded): nothing counts
@@ -108,10 +110,12 @@ def _start(mallinfo2_used: Callable[[], int]) -> tuple[Optional[HeapCounter], Op
         for name in ("vs_current", "vs_peak", "vs_mark"):
             getattr(lib, name).restype = ctypes.c_longlong
             getattr(lib, name).argtypes = []
-        for name in ("vs_rescan", "vs_slots", "vs_unpatch"):
+        for name in ("vs_rescan", "vs_imported", "vs_slots", "vs_unpatch", "vs_ready"):
             getattr(lib, name).restype = ctypes.c_int
             getattr(lib, name).argtypes = []
         lib.vs_rescan()
+        if not lib.vs_ready():
+            return None, "libc.so.6 is not glibc (its allocator functions were not found)"
         return HeapCounter(lib, mallinfo2_used), None
     except Exception as exc:  # never into the kernel: mallinfo2 readings instead
         return None, f"{type(exc).__name__}: {exc}"[:300]
