@@ -117,7 +117,7 @@ class Runtime(Requests):
             with contextlib.suppress(Exception):
                 shell.extension_manager.loaded.add(__package__)
             self.cpu.resume()  # the heap counter's entries, put back by an unload
-            BASELINE.start(self.cpu.in_use)  # "runtime (torch import)" in the breakdown
+            BASELINE.start(self.cpu.walked)  # "runtime (torch import)" in the breakdown
             self.bridge.register()
             self._refresh_devices()
             self.sampler.set_rate(self.settings["sample_hz"])

@@ -167,6 +167,12 @@ class CpuDevice(Device):
         self.read_cost_s = time.thread_time() - start
         return used
 
+    def walked(self) -> int:
+        """A fresh mallinfo2 reading (a heap walk) where glibc has it, else ``in_use``: for a
+        reading taken once, around a load the heap counter cannot see whole (``import
+        torch``: its libraries' own loads, new threads' storage, glibc's per-thread cache)."""
+        return self._walk() if self._mallinfo2 is not None else self.in_use()
+
     def _walk(self) -> int:
         """mallinfo2's in-use bytes (one walk of the heap's free chunks)."""
         assert self._mallinfo2 is not None
