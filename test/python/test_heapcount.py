@@ -103,11 +103,12 @@ def test_other_threads_and_a_library_loaded_later_are_counted() -> None:
         th = threading.Thread(target=lambda: held.append(bytearray(12 * MIB)))
         th.start(); th.join()
         close(hc.read() - start, 12 * MIB, 64 * 1024)
-        name = next(
+        fresh = [  # standard extension modules (shared objects) not loaded yet
             n for n in ("_sqlite3", "_lzma", "_bz2", "_curses", "_dbm", "mmap", "_codecs_jp")
             if n not in sys.modules
             and str(getattr(importlib.util.find_spec(n), "origin", "")).endswith(".so")
-        )
+        ]
+        name = fresh[0]
         slots = hc.slots
         start = hc.read()
         module = __import__(name)  # patched at its load, the load itself counted
@@ -115,11 +116,7 @@ def test_other_threads_and_a_library_loaded_later_are_counted() -> None:
         close(gap(), 0)
         assert hc.rescan() == (False, False)  # nothing new: one callback
         import ctypes
-        other = importlib.util.find_spec(next(
-            n for n in ("_sqlite3", "_lzma", "_bz2", "_curses", "_dbm", "mmap", "_codecs_jp")
-            if n not in sys.modules and n != name
-            and str(getattr(importlib.util.find_spec(n), "origin", "")).endswith(".so")
-        )).origin
+        other = importlib.util.find_spec(fresh[1]).origin
         native = ctypes.CDLL(None).dlopen  # glibc's dlopen called as a library would
         native.restype, native.argtypes = ctypes.c_void_p, [ctypes.c_char_p, ctypes.c_int]
         assert native(other.encode(), 2)

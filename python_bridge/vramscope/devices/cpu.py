@@ -290,7 +290,6 @@ class CpuDevice(Device):
         rise = self.heap.peak() - mark.counted
         missed = max(0, self.heap.offset - offset) if found else 0
         sample = self.read()
-        self._end, self._since_end = dict(sample), None  # type: ignore[assignment]
         delta = make_delta(mark.before, sample["used"], [rise + missed])
         # the cell that imports torch also holds vramscope's own setup for it (its hooks, the
         # devices): ~2-4 MiB that a kernel without vramscope does not allocate

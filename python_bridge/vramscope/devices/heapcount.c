@@ -98,16 +98,19 @@ static struct {
 } glibc;
 
 /* The wrappers: glibc's function first, then the count; errno is left as glibc set it. */
-static void *vs_malloc(size_t n) {
-    void *p = glibc.malloc(n);
-    up(p);
-    return p;
-}
-static void *vs_calloc(size_t a, size_t b) {
-    void *p = glibc.calloc(a, b);
-    up(p);
-    return p;
-}
+#define COUNTED(name, params, args)                                                            \
+    static void *vs_##name params {                                                            \
+        void *p = glibc.name args;                                                             \
+        up(p);                                                                                 \
+        return p;                                                                              \
+    }
+COUNTED(malloc, (size_t n), (n))
+COUNTED(calloc, (size_t a, size_t b), (a, b))
+COUNTED(aligned_alloc, (size_t al, size_t n), (al, n))
+COUNTED(memalign, (size_t al, size_t n), (al, n))
+COUNTED(valloc, (size_t n), (n))
+COUNTED(pvalloc, (size_t n), (n))
+
 static void vs_free(void *p) {
     down(p);
     glibc.free(p);
@@ -135,28 +138,6 @@ static int vs_posix_memalign(void **out, size_t al, size_t n) {
     if (rc == 0) up(*out);
     return rc;
 }
-static void *vs_aligned_alloc(size_t al, size_t n) {
-    void *p = glibc.aligned_alloc(al, n);
-    up(p);
-    return p;
-}
-static void *vs_memalign(size_t al, size_t n) {
-    void *p = glibc.memalign(al, n);
-    up(p);
-    return p;
-}
-static void *vs_valloc(size_t n) {
-    void *p = glibc.valloc(n);
-    up(p);
-    return p;
-}
-static void *vs_pvalloc(size_t n) {
-    void *p = glibc.pvalloc(n);
-    up(p);
-    return p;
-}
-
-long long vs_current(void);
 
 /* Python's own dlopen (importing an extension module, by its full path: the caller's RUNPATH,
    which this wrapper would change, plays no part): the new objects are patched as soon as
@@ -198,21 +179,16 @@ static const struct hook *find_hook(const char *name) {
 /* glibc's functions, looked up in libc.so.6 itself; 0 when that is not glibc. */
 static int find_glibc(void) {
     void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
-    if (!libc) return 0;
+    if (!libc) return 0; /* it stays open: libc is never unloaded anyway */
     for (size_t i = 0; i < N_HOOKS; i++)
         if (!(HOOKS[i].own = dlsym(libc, HOOKS[i].name))) return 0;
     if (!(DLOPEN.own = dlsym(libc, "dlopen"))) return 0;
-    glibc.malloc = (void *(*)(size_t))HOOKS[0].own;
-    glibc.calloc = (void *(*)(size_t, size_t))HOOKS[1].own;
-    glibc.free = (void (*)(void *))HOOKS[2].own;
-    glibc.realloc = (void *(*)(void *, size_t))HOOKS[3].own;
-    glibc.posix_memalign = (int (*)(void **, size_t, size_t))HOOKS[5].own;
-    glibc.aligned_alloc = (void *(*)(size_t, size_t))HOOKS[6].own;
-    glibc.memalign = (void *(*)(size_t, size_t))HOOKS[7].own;
-    glibc.valloc = (void *(*)(size_t))HOOKS[8].own;
-    glibc.pvalloc = (void *(*)(size_t))HOOKS[9].own;
-    glibc.mallinfo2 = (struct mallinfo2(*)(void))dlsym(libc, "mallinfo2"); /* glibc >= 2.33 */
-    return 1; /* libc stays open: it is never unloaded anyway */
+#define LOOKUP(field) (*(void **)&glibc.field = dlsym(libc, #field))
+    LOOKUP(mallinfo2); /* glibc >= 2.33; without it, an import's own loading is not counted */
+    return LOOKUP(malloc) && LOOKUP(calloc) && LOOKUP(free) && LOOKUP(realloc) &&
+           LOOKUP(posix_memalign) && LOOKUP(aligned_alloc) && LOOKUP(memalign) &&
+           LOOKUP(valloc) && LOOKUP(pvalloc);
+#undef LOOKUP
 }
 
 /* --- patching ------------------------------------------------------------------------- */
@@ -481,7 +457,7 @@ static long long heap_used(void) {
    count then, so a cell that imports an extension module keeps an exact count and peak. */
 static void *vs_dlopen(const char *file, int mode) {
     int walk = ready > 0 && glibc.mallinfo2;
-    long long heap0 = walk ? heap_used() : 0, count0 = vs_current();
+    long long heap0 = walk ? heap_used() : 0, count0 = __atomic_load_n(&cur, __ATOMIC_RELAXED);
     void *handle = ((void *(*)(const char *, int))DLOPEN.own)(file, mode);
     if (handle) {
         pthread_mutex_lock(&lock);
@@ -489,7 +465,7 @@ static void *vs_dlopen(const char *file, int mode) {
         patched_by_dlopen += n;
         pthread_mutex_unlock(&lock);
         if (n && walk) {
-            long long missed = (heap_used() - heap0) - (vs_current() - count0);
+            long long missed = (heap_used() - heap0) - (__atomic_load_n(&cur, __ATOMIC_RELAXED) - count0);
             if (missed > 0) add(missed);
         }
     }

@@ -43,8 +43,12 @@ class HeapCounter:
         self._lib = lib
         self._used = mallinfo2_used
         self.offset = 0
-        self.slots = int(lib.vs_slots())
         self.sync()
+
+    @property
+    def slots(self) -> int:
+        """How many allocator entries point at the counter's wrappers now."""
+        return int(self._lib.vs_slots())
 
     def sync(self) -> None:
         """Tie the count to a fresh mallinfo2 reading (one heap walk)."""
@@ -61,7 +65,6 @@ class HeapCounter:
         resynchronised when either."""
         found, imported = int(self._lib.vs_rescan()) > 0, int(self._lib.vs_imported()) > 0
         if found or imported:
-            self.slots = int(self._lib.vs_slots())
             self.sync()
         return found, imported
 
@@ -69,13 +72,12 @@ class HeapCounter:
         """Put the allocator entries back as they were (the bridge unloaded): nothing counts
         until ``resume``."""
         self._lib.vs_unpatch()
-        self.slots = 0
 
     def resume(self) -> None:
-        """Patch every loaded object again and resynchronise."""
-        self._lib.vs_rescan()
-        self.slots = int(self._lib.vs_slots())
-        self.sync()
+        """Patch every loaded object again (none, where nothing was put back) and
+        resynchronise."""
+        if self.rescan() == (False, False):
+            self.sync()
 
     def mark(self) -> int:
         """Start a high-water mark here; the raw count (compare with ``peak``)."""
