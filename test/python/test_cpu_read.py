@@ -13,13 +13,11 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
 
-from vramscope.devices import CpuDevice
-from vramscope.devices.cpu import SLOW_READ_S, load_mallinfo2
+from vramscope.devices.cpu import load_mallinfo2
 
 pytestmark = pytest.mark.skipif(load_mallinfo2() is None, reason="needs glibc mallinfo2")
 
@@ -132,35 +130,50 @@ def test_slow_heap_breakdown_reuses_the_ending_reading_and_cells_stay_exact() ->
     )
 
 
+FAST_PRELUDE = f"""
+import sys, time
+sys.path.insert(0, {str(BRIDGE)!r})
+from vramscope.devices.cpu import CpuDevice, SLOW_READ_S
+cpu = CpuDevice(heap_counter=False)  # mallinfo2's own path
+cpu.end_cell(cpu.begin_cell("reset"), None)
+assert not cpu.slow, cpu.read_cost_s  # a fresh interpreter's heap: ~1 us a walk
+"""
+
+
+def _run_fast(body: str) -> None:
+    """``body`` on a fast heap: a fresh interpreter (a pytest worker's heap is whatever the
+    tests before left it: one whose walk takes ~0.3 ms throttled the sampler here)."""
+    code = FAST_PRELUDE + textwrap.dedent(body)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
 def test_fast_heap_sampler_reads_every_tick() -> None:
-    cpu = CpuDevice(heap_counter=False)
-    mark = cpu.begin_cell("reset")
-    cpu.end_cell(mark, None)
-    if cpu.slow:
-        pytest.skip("this test process's heap is already fragmented")
-    sample = cpu.tick()
-    assert sample is not None and cpu.tick() is not None  # every tick reads
-    cpu.close()
+    _run_fast(
+        """
+        sample = cpu.tick()
+        assert sample is not None and cpu.tick() is not None  # every tick reads
+        """
+    )
 
 
 def test_one_slow_call_on_a_fast_heap_does_not_throttle_the_sampler() -> None:
     """A single slow mallinfo2 call (the sampler thread preempted or faulting in its walk, as
     on a loaded machine) is not a fragmented heap: the next ticks still read, every one."""
-    cpu = CpuDevice(heap_counter=False)
-    cpu.end_cell(cpu.begin_cell("reset"), None)
-    if cpu.slow:
-        pytest.skip("this test process's heap is already fragmented")
-    real = cpu._mallinfo2
+    _run_fast(
+        """
+        real = cpu._mallinfo2
 
-    def spike() -> object:
-        end = time.thread_time() + 0.005  # 5 ms of CPU: 16x SLOW_READ_S
-        while time.thread_time() < end:
-            pass
-        return real()
+        def spike():
+            end = time.thread_time() + 0.005  # 5 ms of CPU: 16x SLOW_READ_S
+            while time.thread_time() < end:
+                pass
+            return real()
 
-    cpu._mallinfo2 = spike
-    assert cpu.tick() is not None
-    assert cpu.tick_cost_s > SLOW_READ_S
-    cpu._mallinfo2 = real
-    assert all(cpu.tick() is not None for _ in range(5))
-    cpu.close()
+        cpu._mallinfo2 = spike
+        assert cpu.tick() is not None
+        assert cpu.tick_cost_s > SLOW_READ_S
+        cpu._mallinfo2 = real
+        assert all(cpu.tick() is not None for _ in range(5))
+        """
+    )
