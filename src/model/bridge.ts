@@ -2,7 +2,8 @@
  * `KernelBridge`: connects one notebook's `ISessionContext` to its `MemorySession`.
  *
  * - detects non-Python kernels (kernel spec language);
- * - runs the silent bootstrap (`import vramscope as _vramscope; _vramscope._bootstrap()`);
+ * - runs the silent bootstrap (`__import__("vramscope")._bootstrap()`: it binds no name in the
+ *   user's namespace, which stays as a plain kernel's);
  *   a `ModuleNotFoundError` naming vramscope means the bridge is not installed;
  * - opens the `stream` and `control` comms (metadata: protocol version) and feeds the
  *   session; requests go out on `control`;

@@ -8,8 +8,7 @@ import { IHelloMessage, ISettings, PROTOCOL_VERSION } from '../protocol';
 import type { ConnectionStatus } from '../tokens';
 
 /** The code the front end runs silently to load the bridge in the kernel. */
-export const BOOTSTRAP_CODE =
-  'import vramscope as _vramscope; _vramscope._bootstrap()';
+export const BOOTSTRAP_CODE = '__import__("vramscope")._bootstrap()';
 
 /** The exact line shown when the bridge is not installed. */
 export const INSTALL_LINE = '%pip install vramscope';

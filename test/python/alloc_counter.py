@@ -32,8 +32,13 @@ from jupyter_client.manager import KernelManager
 SOURCE = Path(__file__).with_name("malloc_peak.c")
 _BUILT: dict[str, Path] = {}
 
-SETUP = (
-    "import ctypes as _c, json as _j; _L = _c.CDLL(None)\n"
+# The counter's code runs in a module of its own (``_mallocpeak``): the user's namespace stays
+# a plain kernel's, so its dict grows at the same cells (a resize is ~2 KiB of a small cell).
+_NS = "__import__('sys').modules['_mallocpeak']"
+_BODY = (
+    "import ctypes as _c, json as _j\n"
+    "from IPython import get_ipython\n"
+    "_L = _c.CDLL(None)\n"
     "_L.mallocpeak_current.restype = _L.mallocpeak_peak.restype = _c.c_longlong\n"
     "_S, _R = [0], [0, 0]\n"
     "def _mark(info):\n"
@@ -43,7 +48,11 @@ SETUP = (
     "get_ipython().events.register('pre_run_cell', _mark)\n"
     "get_ipython().events.register('post_run_cell', _read)"
 )
-WARM = (
+SETUP = (
+    f"exec({_BODY!r}, __import__('sys').modules.setdefault('_mallocpeak',"
+    " __import__('types').ModuleType('_mallocpeak')).__dict__)"
+)
+_WARM_BODY = (
     "import sys as _s\n"
     "if 'torch' in _s.modules and not globals().get('_warm'):\n"
     "    from torch.utils._python_dispatch import TorchDispatchMode as _M\n"
@@ -52,7 +61,8 @@ WARM = (
     "    with _Empty(): _s.modules['torch'].ones(1).add(1)\n"
     "    _warm = True"
 )
-READ = "_j.dumps(_R)"
+WARM = f"exec({_WARM_BODY!r}, {_NS}.__dict__)"
+READ = f"{_NS}._j.dumps({_NS}._R)"
 
 
 def available() -> bool:

@@ -14,7 +14,7 @@ from jupyter_client.blocking.client import BlockingKernelClient
 from jupyter_client.manager import KernelManager
 
 PROTOCOL = "1.1.0"
-BOOTSTRAP = "import vramscope as _vramscope; _vramscope._bootstrap()"
+BOOTSTRAP = '__import__("vramscope")._bootstrap()'
 
 Msg = dict[str, Any]
 

@@ -179,6 +179,17 @@ USAGE: tuple[Probe, ...] = (
         steps=False,
     ),
     Probe(
+        # the bootstrap binds no name: the user's namespace (and so when its dict grows, and
+        # what `dir()`, `%who` and `globals()` show) is a plain kernel's; the armed kernel's
+        # own `_tpv*` names (the suite arms advice with them) are left out
+        "user_namespace_untouched",
+        (
+            "p58_names = sorted(n for n in globals() if not n.startswith('_tpv'))\n"
+            "print(len(p58_names), [n for n in p58_names if n.startswith('_')])\n"
+            "print(_tp_hashlib.sha256(' '.join(p58_names).encode()).hexdigest()[:16])",
+        ),
+    ),
+    Probe(
         "optimizer_step_in_backward",
         (
             "p46_net = tp_mlp(); p46_x, p46_y = tp_data()\n"

@@ -52,7 +52,7 @@ class Kernels:
     def __init__(self) -> None:
         self.k = {"plain": KernelHarness(), "exact": KernelHarness()}
         exact = self.k["exact"]
-        for code in (BOOTSTRAP, "_vramscope.settings(cpu_peak='exact')"):
+        for code in (BOOTSTRAP, "__import__('vramscope').settings(cpu_peak='exact')"):
             reply = exact.execute(code, silent=True)
             assert reply["content"]["status"] == "ok", reply["content"]
         exact.comm_data(exact.comm_open("stream"), "hello")

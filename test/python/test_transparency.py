@@ -148,6 +148,6 @@ def test_the_bridge_measured_the_probes(kernels: Kernels) -> None:
     """The bridge kernel really measured forwards while the probes ran (a bridge that
     measures nothing would pass every comparison)."""
     measured: Any = kernels.k["bridge"].eval(
-        "_vramscope.runtime.get_runtime().insight.engine().tracker.measured_info()"
+        "__import__('vramscope').runtime.get_runtime().insight.engine().tracker.measured_info()"
     )
     assert measured is not None and measured["forward_index"] >= 1, measured

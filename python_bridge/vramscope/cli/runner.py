@@ -18,9 +18,9 @@ import nbformat
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
 
-BOOTSTRAP = "import vramscope as _vramscope; _vramscope._bootstrap()"
+BOOTSTRAP = '__import__("vramscope")._bootstrap()'
 #: CPU peaks of a headless run: "exact" (op by op, devices/exact.py) unless asked otherwise
-CPU_PEAK = "_vramscope.settings(cpu_peak={!r})"
+CPU_PEAK = "__import__('vramscope').settings(cpu_peak={!r})"
 PROBE = "__import__('vramscope.cli.probe', fromlist=['probe'])"
 
 
