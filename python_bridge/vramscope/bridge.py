@@ -46,6 +46,9 @@ class Bridge:
         self._streams: list[CommLike] = []
         self._controls: list[CommLike] = []
         self._manager: Any = None
+        #: messages sent on stream comms so far (any thread): the recorder asks whether the
+        #: bridge sent something just before a cell's starting reading
+        self.sent = 0
 
     # --- registration ---------------------------------------------------------------------
 
@@ -142,6 +145,7 @@ class Bridge:
         """Send a message on every open ``stream`` comm."""
         for c in list(self._streams):
             self._safe_send(c, message)
+            self.sent += 1
 
     # SampleSink
     def wants_samples(self) -> bool:

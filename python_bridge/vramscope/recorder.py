@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 from .devices import CellMark, Device, PeakPolicy
 from .messages.records import CellRecord, DeviceDelta, DeviceSample, error_type_of
-from .quiet import settled, wait_kernel_quiet
+from .quiet import settle_sent, settled, wait_kernel_quiet
 
 CODE_HEAD_CHARS = 120
 MAX_CELLS = 10_000
@@ -79,9 +79,14 @@ class CellRecorder:
         self._stack: list[_Pending] = []
         self.records: deque[CellRecord] = deque(maxlen=MAX_CELLS)
 
-    def pre_run_cell(self, info: Any) -> None:
+    def pre_run_cell(self, info: Any, settle: bool = False) -> None:
+        """A cell starts: its starting readings. ``settle``: the bridge sent messages just
+        now, wait until they are gone (``quiet.settle_sent``) first."""
         # the kernel's own work (the debugger's answers, frames being sent): not this cell's
-        wait_kernel_quiet()
+        if settle:
+            settle_sent()
+        else:
+            wait_kernel_quiet()
         marks, held = settled(lambda: self._begin(self._peak_policy()))
         if not self._stack:
             self._open_window()

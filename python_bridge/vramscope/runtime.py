@@ -219,10 +219,14 @@ class Runtime(Requests):
     # --- IPython events (never raise) -----------------------------------------------------
 
     def _pre_run_cell(self, info: Any) -> None:
+        sent = self.bridge.sent
         with gcpause.paused():  # ends before the cell's starting reading (recorder)
             self._prepare_cell(info)
+        # exact CPU peaks (`vramscope profile`): what the bridge sent just now is freed on
+        # other threads, wait for that before the starting reading (~2 ms, Run All only)
+        settle = self.bridge.sent != sent and self.settings.get("cpu_peak") == "exact"
         try:
-            self.recorder.pre_run_cell(info)
+            self.recorder.pre_run_cell(info, settle=settle)
         except Exception as exc:
             self._internal(exc)
 

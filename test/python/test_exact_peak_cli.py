@@ -53,6 +53,9 @@ CELLS = [
     "    return loss.item()",
     "for _ in range(2):\n    step()",
     "for _ in range(4):  # steady state\n    step()",
+    # small: 1% is 1.2 KiB, about what vramscope's own messages of the previous cell, freed on
+    # other threads, or a user namespace that grows at other cells than a plain kernel's, move
+    "small = [bytes(2000) for _ in range(60)]",
 ]
 RERUN, STEADY = 2, 5  # indexes in CELLS: the re-run cell, the steady-state training cell
 
@@ -116,7 +119,7 @@ def test_cells_peak_as_the_independent_counter_and_repeat(runs: Runs) -> None:
         peaks = [_cpu(r, index)["peak_delta_bytes"] for r in runs.reports]
         assert all(_cpu(r, index)["peak_source"] == "exact" for r in runs.reports)
         truth = runs.truth[index]
-        assert truth >= 4 * MIB, (index, runs.truth)  # the cells really allocate
+        assert truth >= 100 * 1024, (index, runs.truth)  # the cells really allocate
         assert max(peaks) - min(peaks) <= 0.01 * min(peaks), (index, peaks)
         assert all(abs(peak - truth) <= 0.01 * truth for peak in peaks), (index, peaks, truth)
     assert runs.truth[STEADY] > 10 * MIB  # the steady-state cell really trains

@@ -212,6 +212,22 @@ def test_a_cell_reads_its_own_bytes_while_frames_come_and_go(
     del x
 
 
+def _running_kernel(monkeypatch: pytest.MonkeyPatch, kernel: Any) -> None:
+    """``kernel`` as ipykernel's running ``Kernel.instance()``."""
+    import types
+
+    class Kernel:
+        @staticmethod
+        def initialized() -> bool:
+            return True
+
+        @staticmethod
+        def instance() -> Any:
+            return kernel
+
+    monkeypatch.setitem(sys.modules, "ipykernel.kernelbase", types.SimpleNamespace(Kernel=Kernel))
+
+
 def test_a_reply_queued_on_the_control_stream_is_waited_for(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -243,17 +259,7 @@ def test_a_reply_queued_on_the_control_stream_is_waited_for(
     assert loop_ready.wait(5)
     stream = stream_box[0]
     kernel = types.SimpleNamespace(control_stream=stream)
-
-    class Kernel:
-        @staticmethod
-        def initialized() -> bool:
-            return True
-
-        @staticmethod
-        def instance() -> Any:
-            return kernel
-
-    monkeypatch.setitem(sys.modules, "ipykernel.kernelbase", types.SimpleNamespace(Kernel=Kernel))
+    _running_kernel(monkeypatch, kernel)
     assert not quiet.control_sending()
     stream.io_loop.add_callback(lambda: stream.send_multipart([b"x" * 300_000]))
     _until(quiet.control_sending)
@@ -267,3 +273,43 @@ def test_a_reply_queued_on_the_control_stream_is_waited_for(
     thread.join(5)
     stream.close()
     pull.close()
+
+
+def test_messages_queued_on_the_iopub_thread_are_waited_for(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A message the bridge sent from the main thread waits in the IOPub thread's queue (and
+    is freed there once sent): ``settle_sent`` returns only once the queue is empty, and
+    ``settle_s`` later."""
+    import collections
+    import types
+
+    events: collections.deque[Any] = collections.deque([lambda: None])
+    kernel = types.SimpleNamespace(iopub_thread=types.SimpleNamespace(_events=events))
+    _running_kernel(monkeypatch, kernel)
+    assert quiet.iopub_sending() and quiet.kernel_busy()
+    timer = threading.Timer(0.05, events.clear)  # the IOPub thread sends it
+    timer.start()
+    start = time.perf_counter()
+    quiet.settle_sent(settle_s=0.02)
+    waited = time.perf_counter() - start
+    timer.join()
+    assert not quiet.iopub_sending()
+    assert waited >= 0.07, waited
+
+
+def test_ipykernel_keeps_its_iopub_queue_where_it_is_read() -> None:
+    """``iopub_sending`` reads ipykernel's IOPubThread ``_events`` (a private name): it is
+    there in the installed ipykernel."""
+    import collections
+
+    import zmq
+    from ipykernel.iostream import IOPubThread
+
+    socket = zmq.Context.instance().socket(zmq.PUB)
+    try:
+        thread = IOPubThread(socket)
+        assert isinstance(thread._events, collections.deque)
+        thread.close()
+    finally:
+        socket.close(linger=0)
