@@ -138,8 +138,9 @@ def _kernel() -> Optional[object]:
 def iopub_sending() -> bool:
     """ipykernel's IOPub thread has messages queued to send. A message sent from another
     thread (the previous cell's ``cell`` message, published just before the next cell's
-    starting reading in a Run All) is built there and freed on the IOPub thread once sent:
-    freed inside the cell, it read a 0.12 MiB cell 4 KiB low in 1 of 4 CLI runs."""
+    starting reading in a Run All) is built there and freed on the IOPub thread once sent.
+    Only ``settle_sent`` waits for it: at every cell's readings it would also wait for the
+    cell's own ``execute_input`` and output, which a plain kernel frees inside the cell."""
     events = getattr(getattr(_kernel(), "iopub_thread", None), "_events", None)
     try:
         return bool(events)
@@ -148,9 +149,9 @@ def iopub_sending() -> bool:
 
 
 def kernel_busy() -> bool:
-    """The control thread answers a request or has a reply queued, the IOPub thread has
-    messages to send, or a sent frame is still held by pyzmq."""
-    return control_busy() or control_sending() or iopub_sending() or bool(pending_frames())
+    """The control thread answers a request or has a reply queued, or a sent frame is still
+    held by pyzmq."""
+    return control_busy() or control_sending() or bool(pending_frames())
 
 
 def wait_kernel_quiet(max_wait_s: float = MAX_WAIT_S) -> float:
@@ -165,7 +166,7 @@ def settle_sent(settle_s: float = SENT_SETTLE_S) -> None:
     more. A frame under 64 KiB is copied by libzmq, and the copy is freed on libzmq's own I/O
     thread once written, with no sign in Python: freed inside the cell, it read a 0.12 MiB
     cell 2 KiB low in some of 20 ``vramscope profile`` runs; none in 20 with this wait."""
-    wait_kernel_quiet()
+    _wait_while(lambda: kernel_busy() or iopub_sending(), MAX_WAIT_S)
     time.sleep(settle_s)
 
 
