@@ -121,9 +121,10 @@ class InsightLink:
 
     def after_cell(self, budget_ms: float, resume: bool = False) -> dict[str, Any] | None:
         """The after-cell Insight; with ``resume`` the holders scan that stopped at its
-        budget continues (None when there is none to continue)."""
+        budget continues (None when there is none to continue, or when the cell changed
+        nothing the last one shows: ``InsightEngine.unchanged``)."""
         self.set_enabled(True)
-        if not self._installed:
+        if not self._installed or (not resume and self._engine.unchanged()):
             return None
         result: dict[str, Any] | None = (
             self._engine.continue_scan(budget_ms) if resume else self._engine.after_cell(budget_ms)

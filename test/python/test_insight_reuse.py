@@ -362,21 +362,24 @@ def test_the_same_rows_are_looked_at_once_and_new_rows_again(ns: dict[str, Any])
 
     link = InsightLink(SimpleNamespace(user_ns=ns, user_ns_hidden={}))
 
-    def link_cell(n: int, code: Any = None) -> dict[str, Any]:
+    def link_cell(n: int, code: Any = None) -> dict[str, Any] | None:
         link.begin_cell("c", n, enabled=True)
         if code is not None:
             code()
         link.end_cell(n)
-        result = link.after_cell(1000.0)
-        assert result is not None
-        return result
+        return link.after_cell(1000.0)
 
     try:
         trained = link_cell(1, lambda: ns["model"](ns["x"]).sum().backward())
-        assert link.rows_changed and link.measured is trained
-        rows = link_cell(2)["layers"]
-        assert link.rows_changed  # the peaks reset to the live figures: new rows
-        assert link_cell(3)["layers"] is rows and not link.rows_changed
+        assert trained is not None and link.rows_changed and link.measured is trained
+        reset = link_cell(2)
+        assert reset is not None and link.rows_changed  # the peaks reset to the live figures
+        rows = reset["layers"]
+        # a cell that changes nothing shown gets no insight; one that binds a tensor does,
+        # with the same rows
+        assert link_cell(3) is None and link.last is reset
+        bound = link_cell(3, lambda: ns.__setitem__("t", torch.ones(64 * 1024)))
+        assert bound is not None and bound["layers"] is rows and not link.rows_changed
         assert link.measured is trained
         link_cell(4, lambda: ns["model"](ns["x"]).sum().backward())
         assert link.rows_changed and link.measured is not trained
@@ -469,3 +472,36 @@ def test_an_unhashable_module_added_to_a_model_is_a_change(
     count = tracker.registrations
     model[0].append(extra)
     assert tracker.registrations == count + 1
+
+
+def test_a_cell_that_changes_nothing_shown_needs_no_insight(
+    engine: InsightEngine, ns: dict[str, Any], reading: Reading
+) -> None:
+    """``unchanged`` (the runtime then sends no insight): after a cell that ran nothing and
+    moved the total less than QUIET_BYTES; not after one that measured a forward, bound a
+    name to a tensor, freed gradients, moved the total, or kept a graph."""
+
+    def train() -> None:
+        ns["model"](ns["x"]).sum().backward()
+        ns["opt"].step()
+
+    cell(engine, train)
+    assert not engine.unchanged()  # the peaks of that forward reset: new rows to show
+    cell(engine)
+    assert engine.unchanged()
+    reading.used += reuse.QUIET_BYTES // 2  # IPython's history of a few cells
+    assert engine.unchanged()
+    changes = {
+        "forward": lambda: ns["model"](ns["x"]),
+        "bound": lambda: ns.__setitem__("y", torch.ones(8)),
+        "zero_grad": lambda: ns["opt"].zero_grad(),
+        "moved": lambda: setattr(reading, "used", reading.used + 2 * reuse.QUIET_BYTES),
+        "graph kept": lambda: ns.__setitem__("y", ns["model"](ns["x"]).sum()),
+    }
+    for what, change in changes.items():
+        change()
+        assert not engine.unchanged(), what
+        cell(engine)
+        if not engine.unchanged():  # a forward's peaks reset after its insight: once more
+            cell(engine)
+        assert engine.unchanged(), what

@@ -87,8 +87,8 @@ def test_the_demo_holders_are_complete(session: Session) -> None:
     snapshot = session.k.request(session.control, "get_insight", {})["result"]["insight"]
     assert snapshot["holders"] == final["holders"]
     # a page that asked (or said hello) may hold other layers: the next insight is whole
-    after = session.cell_insight("x = 1", "demo-after")
+    after = session.cell_insight("x = torch.ones(64 * 1024)", "demo-after")
     assert after["layers"] and "layers_unchanged" not in after
     # then a cell that runs no model changes no layer: they are left out again
-    again = session.cell_insight("y = 2", "demo-again")
+    again = session.cell_insight("y = torch.ones(64 * 1024)", "demo-again")
     assert again["layers_unchanged"] is True and again["layers"] == after["layers"]

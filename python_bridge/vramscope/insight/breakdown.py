@@ -179,7 +179,7 @@ def finish_breakdown(
     unowned.sums = {}
     unowned.add("activations", namespace_tensors())
 
-    devices = set(claims.sums) | {"cpu"} | _initialized_cuda_devices()
+    devices = set(claims.sums) | {"cpu"} | initialized_cuda_devices()
     out: dict[str, dict[str, Any]] = {}
     for dev in sorted(devices):
         parts = claims.sums.get(dev, dict.fromkeys(CATEGORIES, 0))
@@ -221,7 +221,8 @@ def _runtime_part(dev: str, entry: Mapping[str, int]) -> dict[str, Any]:
     return {}
 
 
-def _initialized_cuda_devices() -> set[str]:
+def initialized_cuda_devices() -> set[str]:
+    """The CUDA devices once torch has initialised CUDA (none before: no reading starts it)."""
     try:
         if not torch.cuda.is_initialized():
             return set()
