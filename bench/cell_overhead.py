@@ -14,8 +14,13 @@ kernel (the hooks and the follow-up work real cells run after their reply: the `
 message, model insight); ``--record`` writes them to bench/RESULTS.md. No asserts: numbers on
 a shared machine are noisy.
 
+``--model`` (``m1k``, ``m10k``, ``lora``: module_cost.py's models, trained once) puts a model
+in the kernel first (torch imported): the per-cell cost must not grow with it (issue 19); the
+A/B in one kernel leaves out the kernel-to-kernel differences module_cost.py's arms carry.
+
     python bench/cell_overhead.py [--pairs 16] [--cells 25] [--run-all 100] [--hz 10]
-                                  [--torch] [--no-insight] [--gap 0.05] [--record]
+                                  [--torch] [--model m1k] [--no-insight] [--gap 0.05]
+                                  [--record]
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import time
 from pathlib import Path
 
 from _results import record
+from module_cost import MODELS
 
 ROOT = Path(__file__).resolve().parents[1]
 CPU = "__import__('time').process_time()"  # read by silent executes: no cell hooks run
@@ -62,6 +68,9 @@ def main() -> None:
     parser.add_argument("--hz", type=float, default=10.0, help="sample rate while loaded")
     parser.add_argument("--torch", action="store_true", help="import torch (insight runs too)")
     parser.add_argument(
+        "--model", choices=sorted(MODELS), help="a model of module_cost.py in the kernel"
+    )
+    parser.add_argument(
         "--no-insight", action="store_true", help="setting insight=False (with --torch)"
     )
     parser.add_argument(
@@ -78,8 +87,10 @@ def main() -> None:
 
     kernel = KernelHarness()
     try:
-        kernel.run_ok("import torch" if args.torch else "pass")
         kernel.execute(BOOTSTRAP, silent=True)
+        kernel.run_ok(
+            MODELS[args.model][1] if args.model else "import torch" if args.torch else "pass"
+        )
         on: list[list[float]] = []
         off: list[list[float]] = []
         on_all: list[float] = []
@@ -136,6 +147,7 @@ def main() -> None:
     a1, _, a3 = statistics.quantiles(all_diffs, n=4)
     all_ratio = med([a / b for a, b in zip(on_all, off_all)])
     lines = [
+        *([f"model in the kernel: {MODELS[args.model][0]}"] if args.model else []),
         f"{args.pairs} A/B pairs, order alternating; each block: {args.cells} pass cells "
         f"{args.gap * 1000:.0f} ms apart (the latency of a cell), then, 0.1 s later, "
         f"{args.run_all} queued at once as Run All sends them (time per cell: work done after "
@@ -161,7 +173,7 @@ def main() -> None:
                 if args.no_insight
                 else " (torch imported: includes model insight)"
             )
-            if args.torch
+            if args.torch or args.model
             else " (torch not imported)"
         )
         + f"; sampler at {args.hz:g} Hz",
@@ -169,6 +181,7 @@ def main() -> None:
     print("\n".join(lines))
     if args.record:
         title = "cell_overhead" + (" (with torch)" if args.torch else "")
+        title += f" ({MODELS[args.model][0]})" if args.model else ""
         title += " (insight off)" if args.no_insight else ""
         record(title, lines)
 
