@@ -139,6 +139,11 @@ class InsightLink:
                     self.measured = result
         return result
 
+    def sent(self) -> None:
+        """The after-cell insight went out (``InsightEngine.settle_shown``)."""
+        if self._installed and self._engine is not None:
+            self._engine.settle_shown()
+
     def snapshot(self, model: str | None) -> dict[str, Any]:
         """An Insight now; a ``model`` name also becomes the watched model (it sticks)."""
         engine = self.engine()

@@ -355,6 +355,7 @@ class Runtime(Requests):
             self.bridge.broadcast(notice_message("info", f"model insight: {result['skipped']}"))
         for note in self.insight.notes():
             self.bridge.broadcast(notice_message("info", f"model insight: {note}"))
+        self.insight.sent()
 
     def _get_insight(self, params: dict[str, Any]) -> dict[str, Any]:
         self._layers_sent = None  # the asking page now has these layers, the others not

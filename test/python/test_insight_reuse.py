@@ -17,6 +17,7 @@ torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
 
 from vramscope.insight import InsightEngine, reuse  # noqa: E402
+from vramscope.insight.shown import QUIET_BYTES  # noqa: E402
 
 PACKAGE = Path(__file__).resolve().parents[2] / "python_bridge" / "vramscope"
 MIB = 1 << 20
@@ -489,13 +490,13 @@ def test_a_cell_that_changes_nothing_shown_needs_no_insight(
     assert not engine.unchanged()  # the peaks of that forward reset: new rows to show
     cell(engine)
     assert engine.unchanged()
-    reading.used += reuse.QUIET_BYTES // 2  # IPython's history of a few cells
+    reading.used += QUIET_BYTES // 2  # IPython's history of a few cells
     assert engine.unchanged()
     changes = {
         "forward": lambda: ns["model"](ns["x"]),
         "bound": lambda: ns.__setitem__("y", torch.ones(8)),
         "zero_grad": lambda: ns["opt"].zero_grad(),
-        "moved": lambda: setattr(reading, "used", reading.used + 2 * reuse.QUIET_BYTES),
+        "moved": lambda: setattr(reading, "used", reading.used + 2 * QUIET_BYTES),
         "graph kept": lambda: ns.__setitem__("y", ns["model"](ns["x"]).sum()),
     }
     for what, change in changes.items():

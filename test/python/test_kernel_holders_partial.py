@@ -92,3 +92,13 @@ def test_the_demo_holders_are_complete(session: Session) -> None:
     # then a cell that runs no model changes no layer: they are left out again
     again = session.cell_insight("y = torch.ones(64 * 1024)", "demo-again")
     assert again["layers_unchanged"] is True and again["layers"] == after["layers"]
+    # a cell that changes nothing shown gets no insight at all; the next that does, one
+    insights_until_complete(session, again)  # its scan's later slices first
+    start = len(session.k.iopub)
+    session.cell("pass", "demo-pass")
+    with pytest.raises(TimeoutError):  # its follow-up work runs 5 ms after the reply
+        session.k.wait_iopub(lambda m: m["content"].get("data", {}).get("type") == "insight", 1)
+    assert not list(session.k.messages_between(start, session.stream, "insight"))
+    changed = session.cell_insight("z = torch.ones(2**19)", "demo-z")  # 2 MiB: listed
+    final = insights_until_complete(session, changed)[-1]
+    assert "z" in {h["name"] for h in final["holders"]}, final["holders"]

@@ -27,13 +27,7 @@ from ._torchutil import (
     storage_keys,
 )
 from .activations import ActivationTracker, fingerprint
-from .breakdown import (
-    TotalFn,
-    claim_models,
-    finish_breakdown,
-    initialized_cuda_devices,
-    measured_totals,
-)
+from .breakdown import TotalFn, claim_models, finish_breakdown, measured_totals
 from .holder_scan import ScanState, scan_holders
 from .holders import ScanLimits, user_items
 from .layers import fill, module_ids, skeleton
@@ -45,9 +39,9 @@ from .reuse import (
     memory_moved,
     peaks_reset,
     totals,
-    totals_quiet,
     world_key,
 )
+from .shown import Shown
 
 SNAPSHOT_BUDGET_MS = 2000.0
 #: A holders scan continued in this many slices (~2 s at the default 20 ms) gives up.
@@ -90,8 +84,7 @@ class InsightEngine:
         self._probes: dict[int, Probe] = {}  # per optimizer id: reuse.grad_probe
         self._peaks_reset: Optional[tuple[Any, int]] = None  # tracker (epoch, bytes) then
         self._settle = False  # the models were walked or scanned: read the totals after
-        #: the last after-cell insight's tracker (epoch, live bytes), device totals and rows
-        self._shown: Optional[tuple[tuple[int, int], dict[str, int], Any]] = None
+        self._shown: Optional[Shown] = None  # what the last after-cell insight showed
 
     # -- public API --------------------------------------------------------------------
 
@@ -144,37 +137,33 @@ class InsightEngine:
             return dict(empty_insight(f"insight failed: {type(exc).__name__}: {exc}"))
 
     def unchanged(self) -> bool:
-        """Nothing the last after-cell insight shows changed since: no measured forward and
-        the same live activations, the same models, optimizers (and their gradients) and
-        names, its holders scan complete, and no device's total moved past
-        ``reuse.QUIET_BYTES``. Such a cell needs no insight (a ``pass`` cell beside a
-        1,000-module model: this check instead of ~0.7 ms of insight and its message)."""
+        """Nothing the last after-cell insight shows changed since (``shown.Shown.holds``):
+        the same models, optimizers (and their gradients) and names too, and its holders scan
+        complete. Such a cell needs no insight."""
         kept, shown = self._kept, self._shown
         if kept is None or shown is None or self._scan is not None or kept.holders is None:
             return False
-        tracker = self._tracker
-        if shown[0] != (tracker.epoch, tracker.total_bytes()) or kept.layers is not shown[2]:
-            return False  # a forward measured, or the rows' peaks reset since
-        devices = set(shown[1]) | initialized_cuda_devices()
-        if not totals_quiet(shown[1], measured_totals(devices, self._total_fn)):
+        if not shown.holds(self._tracker, kept.layers, self._total_fn):
             return False
         ns = self._ns()
         items = user_items(ns, self._hidden())
         modules, optimizers = _models(items)
         return (
             world_key(modules, optimizers, self._choice(), self._probes) == kept.key
-            and holders_key(items, ns, self._shell, tracker) == kept.holders_key
+            and holders_key(items, ns, self._shell, self._tracker) == kept.holders_key
         )
 
+    def settle_shown(self) -> None:
+        """The last insight has been sent: what ``unchanged`` compares with, read again."""
+        if self._shown is not None:
+            self._shown.settle(self._total_fn)
+
     def _shown_now(self, insight: dict[str, Any]) -> None:
-        """``insight`` is the last one shown: what ``unchanged`` compares with."""
+        """``insight`` is the last one shown."""
         self.last_insight = insight
         tracker = self._tracker
-        self._shown = (
-            (tracker.epoch, tracker.total_bytes()),
-            totals(insight["breakdown"]),
-            insight["layers"],
-        )
+        key = (tracker.epoch, tracker.total_bytes())
+        self._shown = Shown(key, totals(insight["breakdown"]), insight["layers"])
 
     def continue_scan(self, budget_ms: float = 20.0) -> Optional[dict[str, Any]]:
         """The Insight with the holders scan continued where it stopped (None: nothing to

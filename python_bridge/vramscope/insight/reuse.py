@@ -56,12 +56,6 @@ SMALL_TENSORS = 128
 #: IPython's history) and drifts by ~10 KB a cell. An accelerator's allocator counts tensors
 #: only: not at all.
 GATES = {"cpu": 1 << 20}
-#: A cell that moved no device's total further than this (since the last after-cell insight),
-#: and changed nothing else it shows, gets no new insight (``InsightEngine.unchanged``): a
-#: trivial cell moves the CPU's by IPython's history, ~10 KB; an insight's figures show 0.1
-#: MiB. An accelerator's allocator moves only with tensors: 0 there would be stricter, but a
-#: ``cuda`` total that moved 64 KiB is no visible change either.
-QUIET_BYTES = 64 << 10
 
 
 @dataclass
@@ -166,13 +160,6 @@ def memory_moved(now: Mapping[str, int], computed: Mapping[str, int]) -> bool:
     if set(now) != set(computed):
         return True
     return any(abs(total - computed[dev]) > GATES.get(dev, 0) for dev, total in now.items())
-
-
-def totals_quiet(shown: Mapping[str, int], now: Mapping[str, int]) -> bool:
-    """No device came or went, and none's total moved past ``QUIET_BYTES`` since ``shown``."""
-    if set(now) != set(shown):
-        return False
-    return all(abs(total - shown[dev]) <= QUIET_BYTES for dev, total in now.items())
 
 
 def peaks_reset(layers: list[dict[str, Any]]) -> list[dict[str, Any]]:
