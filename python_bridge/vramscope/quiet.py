@@ -62,7 +62,12 @@ def control_busy() -> bool:
         _control = None
         return False
     code = frame.f_code
-    return not (code.co_name == "select" and code.co_filename.endswith("selectors.py"))
+    if code.co_name == "select" and code.co_filename.endswith("selectors.py"):
+        return False
+    if not thread.is_alive():  # ended, and its ident reused by another thread
+        _control = None
+        return False
+    return True
 
 
 def wait_control_idle(max_wait_s: float = MAX_WAIT_S) -> float:

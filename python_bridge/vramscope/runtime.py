@@ -341,7 +341,8 @@ class Runtime(Requests):
         except Exception as exc:
             self._internal(exc, "model insight failed")
             return
-        if result is None:
+        if result is None:  # nothing to continue, or nothing shown changed
+            self._send_insight_notes()
             return
         if not resume:  # a continued holders scan changes the holders only
             if self.insight.rows_changed:
@@ -353,9 +354,14 @@ class Runtime(Requests):
             self.after_reply.submit(lambda: self._run_insight(resume=True), key="insight")
         if result.get("skipped"):
             self.bridge.broadcast(notice_message("info", f"model insight: {result['skipped']}"))
+        self._send_insight_notes()
+        self.insight.sent()
+
+    def _send_insight_notes(self) -> None:
+        """What model insight could not measure (a forward inside a transform, ...), each
+        said once, also after a cell that changed nothing else it shows."""
         for note in self.insight.notes():
             self.bridge.broadcast(notice_message("info", f"model insight: {note}"))
-        self.insight.sent()
 
     def _get_insight(self, params: dict[str, Any]) -> dict[str, Any]:
         self._layers_sent = None  # the asking page now has these layers, the others not

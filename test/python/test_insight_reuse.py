@@ -498,6 +498,9 @@ def test_a_cell_that_changes_nothing_shown_needs_no_insight(
         "zero_grad": lambda: ns["opt"].zero_grad(),
         "moved": lambda: setattr(reading, "used", reading.used + 2 * QUIET_BYTES),
         "graph kept": lambda: ns.__setitem__("y", ns["model"](ns["x"]).sum()),
+        "tensor into a list": lambda: ns.__setitem__("bag", [ns["x"]]),
+        "appended": lambda: ns["bag"].append(torch.ones(4)),
+        "submodule swapped": lambda: ns["model"].__setitem__(1, nn.Linear(64, 64)),
     }
     for what, change in changes.items():
         change()
@@ -506,3 +509,19 @@ def test_a_cell_that_changes_nothing_shown_needs_no_insight(
         if not engine.unchanged():  # a forward's peaks reset after its insight: once more
             cell(engine)
         assert engine.unchanged(), what
+
+
+def test_small_models_get_an_insight_after_every_cell(reading: Reading) -> None:
+    """Under 128 model tensors the models are walked after every cell (cheaper than deciding
+    not to): ``unchanged`` never skips them."""
+    model = nn.Sequential(nn.Linear(8, 8), nn.GELU(), nn.Linear(8, 8))
+    ns: dict[str, Any] = {"model": model, "x": torch.randn(2, 8)}
+    eng = InsightEngine(namespace=ns, total_fn=reading, min_holder_bytes=1024)
+    eng.install()
+    try:
+        cell(eng, lambda: ns["model"](ns["x"]).sum().backward())
+        cell(eng)
+        cell(eng)
+        assert not eng.unchanged()
+    finally:
+        eng.uninstall()

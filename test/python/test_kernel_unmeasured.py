@@ -71,3 +71,31 @@ def test_skipped_forwards_and_compiled_models_are_said_once(
             == "plain"
         )
     )
+
+
+def test_a_note_is_said_after_a_cell_that_changed_nothing_else(
+    fresh_stream_kernel: tuple[KernelHarness, Any],
+) -> None:
+    """A model of 128 tensors or more gets no after-cell insight when a cell changed nothing
+    insight shows; a forward it could not measure in such a cell is still said."""
+    k, stream = fresh_stream_kernel
+    k.run_ok(
+        "import torch\nfrom torch import nn\n"
+        "big = nn.Sequential(*[nn.Linear(16, 16) for _ in range(80)])\nx = torch.randn(2, 16)\n"
+        "big(x).sum().backward()",
+        "setup",
+    )
+    k.comm_data(stream, "insight")
+    for i in range(2):
+        k.run_ok("pass", f"idle-{i}")
+        k.comm_data(stream, "cell")
+    start = len(k.iopub)
+    k.run_ok("with torch.autograd.graph.save_on_cpu():\n    big(x).sum().backward()", "hooked")
+    k.wait_iopub(
+        lambda m: (
+            m["msg_type"] == "comm_msg"
+            and m["content"]["data"].get("type") == "notice"
+            and "saved_tensors_hooks" in m["content"]["data"]["message"]
+        )
+    )
+    assert len([n for n in _notices(k, stream, start) if "saved_tensors_hooks" in n]) == 1

@@ -110,16 +110,16 @@ _NS_NAMES = 5000
 _NS_ITEMS = 1000
 
 
-def namespace_tensors() -> list[torch.Tensor]:
-    """Tensors held by the user's namespace at the top level (directly or in a list, tuple
-    or dict), IPython's own ``_`` names left out. Empty outside IPython."""
-    try:
-        from IPython import get_ipython
+def namespace_tensors(ns: Optional[Mapping[str, Any]] = None) -> list[torch.Tensor]:
+    """Tensors held by ``ns`` (default: the user's namespace) at the top level (directly or
+    in a list, tuple or dict), IPython's own ``_`` names left out. Empty outside IPython."""
+    if ns is None:
+        try:
+            from IPython import get_ipython
 
-        shell = get_ipython()
-    except Exception:
-        return []
-    ns = getattr(shell, "user_ns", None)
+            ns = getattr(get_ipython(), "user_ns", None)
+        except Exception:
+            return []
     if not isinstance(ns, dict):
         return []
     out: list[torch.Tensor] = []

@@ -41,7 +41,7 @@ from .reuse import (
     totals,
     world_key,
 )
-from .shown import Shown
+from .shown import Shown, tensor_ids
 
 SNAPSHOT_BUDGET_MS = 2000.0
 #: A holders scan continued in this many slices (~2 s at the default 20 ms) gives up.
@@ -140,17 +140,19 @@ class InsightEngine:
         """Nothing the last after-cell insight shows changed since (``shown.Shown.holds``):
         the same models, optimizers (and their gradients) and names too, and its holders scan
         complete. Such a cell needs no insight."""
-        kept, shown = self._kept, self._shown
+        kept, shown, tracker = self._kept, self._shown, self._tracker
         if kept is None or shown is None or self._scan is not None or kept.holders is None:
             return False
-        if not shown.holds(self._tracker, kept.layers, self._total_fn):
-            return False
+        if kept.small or tracker.registrations != kept.registrations:
+            return False  # small models are walked after every cell; a module was assigned
         ns = self._ns()
+        if not shown.holds(tracker, kept.layers, ns, self._total_fn):
+            return False
         items = user_items(ns, self._hidden())
         modules, optimizers = _models(items)
         return (
             world_key(modules, optimizers, self._choice(), self._probes) == kept.key
-            and holders_key(items, ns, self._shell, self._tracker) == kept.holders_key
+            and holders_key(items, ns, self._shell, tracker) == kept.holders_key
         )
 
     def settle_shown(self) -> None:
@@ -163,7 +165,8 @@ class InsightEngine:
         self.last_insight = insight
         tracker = self._tracker
         key = (tracker.epoch, tracker.total_bytes())
-        self._shown = Shown(key, totals(insight["breakdown"]), insight["layers"])
+        tensors = tensor_ids(self._ns())
+        self._shown = Shown(key, totals(insight["breakdown"]), insight["layers"], tensors)
 
     def continue_scan(self, budget_ms: float = 20.0) -> Optional[dict[str, Any]]:
         """The Insight with the holders scan continued where it stopped (None: nothing to
@@ -337,21 +340,20 @@ class InsightEngine:
         forward); False when the reported model's modules are no longer those of the rows."""
         tracker = self._tracker
         now = (tracker.epoch, tracker.total_bytes())
+        model = kept.model() if kept.model is not None else None
+        if model is not None and tracker.registrations != kept.registrations:
+            # a module or parameter was assigned somewhere since the rows were checked: walk
+            # the model's tree (a swap after the cell's forward, or with no forward, included)
+            if fingerprint(module_ids(model)) != kept.modules_print:
+                return False
+            kept.registrations = tracker.registrations
+        elif model is not None and kept.filled != now:
+            # as a measured forward since walked it (a `del model[i]` before it)
+            seen = tracker.tree_print(model, since=kept.filled[0] if kept.filled else -1)
+            if seen is not None and seen != kept.modules_print:
+                return False
         if kept.filled == now:
             return True
-        model = kept.model() if kept.model is not None else None
-        if model is not None:
-            if tracker.registrations != kept.registrations:
-                # a module or parameter was assigned somewhere since the rows were checked:
-                # walk the model's tree (a swap after the cell's forward included)
-                if fingerprint(module_ids(model)) != kept.modules_print:
-                    return False
-                kept.registrations = tracker.registrations
-            else:
-                # as a measured forward since walked it (a `del model[i]` before it)
-                seen = tracker.tree_print(model, since=kept.filled[0] if kept.filled else -1)
-                if seen is not None and seen != kept.modules_print:
-                    return False
         kept.layers = fill(tracker, kept.bones)
         kept.filled = now
         return True
