@@ -30,6 +30,17 @@ def _notices(k: KernelHarness, stream: str, start: int) -> list[str]:
     return [m["content"]["data"]["message"] for m in k.messages_between(start, stream, "notice")]
 
 
+def _wait_notice(k: KernelHarness, text: str) -> None:
+    """Until a ``notice`` whose message holds ``text`` comes."""
+    k.wait_iopub(
+        lambda m: (
+            m["msg_type"] == "comm_msg"
+            and m["content"]["data"].get("type") == "notice"
+            and text in m["content"]["data"]["message"]
+        )
+    )
+
+
 def test_skipped_forwards_and_compiled_models_are_said_once(
     fresh_stream_kernel: tuple[KernelHarness, Any],
 ) -> None:
@@ -43,13 +54,7 @@ def test_skipped_forwards_and_compiled_models_are_said_once(
     k.run_ok("cnet = torch.compile(net, backend='eager')\ncnet(x).sum().backward()", "compile")
     k.comm_data(stream, "insight")
     k.run_ok("cnet(x).sum().backward()", "again")
-    k.wait_iopub(
-        lambda m: (
-            m["msg_type"] == "comm_msg"
-            and m["content"]["data"].get("type") == "notice"
-            and "compiled" in m["content"]["data"]["message"]
-        )
-    )
+    _wait_notice(k, "compiled")
     k.run_ok("pass", "idle")
     k.comm_data(stream, "cell")
     notices = _notices(k, stream, start)
@@ -91,11 +96,5 @@ def test_a_note_is_said_after_a_cell_that_changed_nothing_else(
         k.comm_data(stream, "cell")
     start = len(k.iopub)
     k.run_ok("with torch.autograd.graph.save_on_cpu():\n    big(x).sum().backward()", "hooked")
-    k.wait_iopub(
-        lambda m: (
-            m["msg_type"] == "comm_msg"
-            and m["content"]["data"].get("type") == "notice"
-            and "saved_tensors_hooks" in m["content"]["data"]["message"]
-        )
-    )
+    _wait_notice(k, "saved_tensors_hooks")
     assert len([n for n in _notices(k, stream, start) if "saved_tensors_hooks" in n]) == 1
