@@ -139,7 +139,13 @@ class InsightEngine:
     def unchanged(self) -> bool:
         """Nothing the last after-cell insight shows changed since (``shown.Shown.holds``):
         the same models, optimizers (and their gradients) and names too, and its holders scan
-        complete. Such a cell needs no insight."""
+        complete. Such a cell needs no insight. Never raises (False: compute it)."""
+        try:
+            return self._unchanged()
+        except Exception:
+            return False
+
+    def _unchanged(self) -> bool:
         kept, shown, tracker = self._kept, self._shown, self._tracker
         if kept is None or shown is None or self._scan is not None or kept.holders is None:
             return False
