@@ -53,8 +53,8 @@ CELLS = [
     "    return loss.item()",
     "for _ in range(2):\n    step()",
     "for _ in range(4):  # steady state\n    step()",
-    # small: 1% is 1.2 KiB, about what vramscope's own messages of the previous cell, freed on
-    # other threads, or a user namespace that grows at other cells than a plain kernel's, move
+    # small: vramscope's own messages of the previous cell, freed on other threads, or a user
+    # namespace that grows at other cells than a plain kernel's, move it by KiBs
     "small = [bytes(2000) for _ in range(60)]",
 ]
 RERUN, STEADY = 2, 5  # indexes in CELLS: the re-run cell, the steady-state training cell
@@ -121,7 +121,12 @@ def test_cells_peak_as_the_independent_counter_and_repeat(runs: Runs) -> None:
         truth = runs.truth[index]
         assert truth >= 100 * 1024, (index, runs.truth)  # the cells really allocate
         assert max(peaks) - min(peaks) <= 0.01 * min(peaks), (index, peaks)
-        assert all(abs(peak - truth) <= 0.01 * truth for peak in peaks), (index, peaks, truth)
+        # within 1%, or 8 KiB for the small cell: both counts are the process's, and the
+        # kernels' other threads (IPython's history writer, the IOPub thread sending the
+        # last cell's output) allocate a few KiB at times (a CI run: 4.2 KiB in the counter's
+        # kernel, every profile agreeing to the byte)
+        slack = max(0.01 * truth, 8 * 1024)
+        assert all(abs(peak - truth) <= slack for peak in peaks), (index, peaks, truth)
     assert runs.truth[STEADY] > 10 * MIB  # the steady-state cell really trains
 
 
