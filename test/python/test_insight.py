@@ -453,7 +453,7 @@ def test_never_raises_and_is_json(ns: dict[str, Any]) -> None:
 
 
 def test_user_items_leaves_out_ipython_names_and_keeps_order() -> None:
-    from vramscope.insight.holders import user_items
+    from vramscope.insight.names import user_items
 
     ns: dict[str, Any] = {"__name__": "__main__", "In": [], "Out": {}, "_": None, "_ii": ""}
     ns.update({f"_i{n}": "pass" for n in range(1, 400)})  # one per cell run

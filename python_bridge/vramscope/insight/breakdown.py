@@ -31,6 +31,7 @@ from ._torchutil import (
     optimizer_state_tensors,
     storage_info,
 )
+from .names import public_items
 
 #: ``device id -> the device's reading`` (``{"used", "reserved", "device_used", ...}``, as the
 #: sampler reads it), or None to measure here.
@@ -123,9 +124,7 @@ def namespace_tensors(ns: Optional[Mapping[str, Any]] = None) -> list[torch.Tens
     if not isinstance(ns, dict):
         return []
     out: list[torch.Tensor] = []
-    for name, value in list(ns.items())[:_NS_NAMES]:
-        if not isinstance(name, str) or name.startswith("_"):
-            continue
+    for _name, value in public_items(ns)[:_NS_NAMES]:
         if isinstance(value, torch.Tensor):
             out.append(value)
         elif isinstance(value, (list, tuple)):

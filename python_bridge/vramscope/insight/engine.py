@@ -29,8 +29,9 @@ from ._torchutil import (
 from .activations import ActivationTracker, fingerprint
 from .breakdown import TotalFn, claim_models, finish_breakdown, measured_totals
 from .holder_scan import ScanState, scan_holders
-from .holders import ScanLimits, user_items
+from .holders import ScanLimits
 from .layers import fill, module_ids, skeleton
+from .names import user_items
 from .reuse import (
     Kept,
     Probe,
@@ -92,7 +93,7 @@ class InsightEngine:
         """Installs the activation hooks once (idempotent); never raises."""
         with contextlib.suppress(Exception):
             self._tracker.install()
-            self._tracker.adopt(self._ns().values())  # models built before
+            self._tracker.adopt(self._user_values())  # models built before
 
     def uninstall(self) -> None:
         with contextlib.suppress(Exception):
@@ -104,7 +105,7 @@ class InsightEngine:
         """A cell starts: its first forward of each model is measured; never raises."""
         with contextlib.suppress(Exception):
             self._tracker.new_cell(cell_id, execution_count)
-            self._tracker.adopt(self._ns().values())
+            self._tracker.adopt(self._user_values())
 
     @property
     def tracker(self) -> ActivationTracker:
@@ -214,6 +215,9 @@ class InsightEngine:
             if isinstance(ns, dict):
                 return ns
         return self._namespace if self._namespace is not None else {}
+
+    def _user_values(self) -> list[Any]:
+        return [value for _, value in user_items(self._ns(), self._hidden())]
 
     def _hidden(self) -> Any:
         return getattr(self._shell, "user_ns_hidden", {}) if self._shell is not None else {}

@@ -27,8 +27,8 @@ from .holders import (
     _output_cache_objects,
     _Tally,
     _traceback_frames,
-    user_items,
 )
+from .names import user_items
 
 _MISSING = object()
 

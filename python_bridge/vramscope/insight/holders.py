@@ -19,7 +19,6 @@ holder_scan.py, which runs it and describes each holder).
 
 from __future__ import annotations
 
-import re
 import sys
 import time
 import types
@@ -31,12 +30,9 @@ import torch
 
 from . import checkpoints
 from ._torchutil import StorageKey, module_tensors, optimizer_state_tensors, storage_info
+from .names import output_names
 from .saved import Saved
 
-_IPYTHON_NAMES = frozenset(
-    {"In", "Out", "_ih", "_oh", "_dh", "_i", "_ii", "_iii", "_", "__", "___", "exit", "quit"}
-)
-_HISTORY_NAME = re.compile(r"^_(i+|i?\d+)$")
 _SKIP_TYPES = (
     types.ModuleType,
     types.FunctionType,
@@ -257,50 +253,13 @@ def _saved_payloads(value: Any) -> Iterable[tuple[Any, Any]]:
             yield from ((d, None) for d in data if isinstance(d, torch.Tensor))
 
 
-#: Names seen in a namespace, and those of them that are never user variables (IPython's
-#: history ``_i12``/``_12``, dunders): a name is classified once, not again after every cell.
-#: IPython adds an ``_iN`` per cell, so a long session has thousands of them.
-_SEEN_NAMES: set[str] = set()
-_NOT_USER_NAMES: set[str] = set(_IPYTHON_NAMES)
-_OUTPUT_NAMES: set[str] = set()  # _12: Out[12]
-_MISSING = object()
-
-
-def _classify(keys: Any) -> None:
-    new = keys - _SEEN_NAMES
-    if new:
-        for name in new:
-            if name.startswith("__") or _HISTORY_NAME.match(name) is not None:
-                _NOT_USER_NAMES.add(name)
-                if name[1:].isdigit():
-                    _OUTPUT_NAMES.add(name)
-        _SEEN_NAMES.update(new)
-
-
-def user_items(namespace: dict[str, Any], hidden: Iterable[str]) -> list[tuple[str, Any]]:
-    """The user's variables in ``namespace`` (its order), without IPython's own names."""
-    keys = namespace.keys()
-    _classify(keys)
-    keep = keys - _NOT_USER_NAMES
-    keep -= hidden.keys() if isinstance(hidden, dict) else set(hidden)
-    # in namespace order; set operations and filter() keep the per-name work in C
-    items = []
-    for name in filter(keep.__contains__, list(namespace)):
-        value = namespace.get(name, _MISSING)
-        if value is not _MISSING:
-            items.append((name, value))
-    return items
-
-
 def _output_cache_objects(namespace: dict[str, Any], shell: Any) -> list[Any]:
     """What IPython's output cache keeps: ``Out``, ``_12``... and ``_``/``__``/``___``."""
     objs: list[Any] = []
     out = namespace.get("Out")
     if isinstance(out, dict):
         objs.extend(out.values())
-    keys = namespace.keys()
-    _classify(keys)
-    for name in ("_", "__", "___", *(keys & _OUTPUT_NAMES)):
+    for name in ("_", "__", "___", *output_names(namespace)):
         objs.append(namespace.get(name))
     if shell is not None:
         hook = getattr(shell, "displayhook", None)
