@@ -195,8 +195,34 @@ def test_below_the_gate_the_walk_waits_for_a_reason(
     weight.grad = torch.zeros(10 * weight.numel())[: weight.numel()].view_as(weight)
     reading.used += reuse.GATES["cpu"]  # not past it: the kept figures stay
     assert cell(engine)["breakdown"]["cpu"]["gradients"] == before
-    reading.used += 1  # past it
+    reading.used += reuse.GATES["cpu"] + 1  # past it since the last insight
     assert cell(engine)["breakdown"]["cpu"]["gradients"] == before + 9 * weight.nbytes
+
+
+def test_a_drift_in_small_steps_is_walked_at_the_drift_gate(
+    engine: InsightEngine, ns: dict[str, Any], reading: Reading, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The total creeping up a little every cell (IPython's history) is not a reason to walk
+    the models after each 1 MiB of it: only past the drift gate since the walk, or past the
+    gate between two insights."""
+    cell(engine, lambda: train(ns))
+    cell(engine)
+    walks = Walks(monkeypatch)
+    step = reuse.GATES["cpu"] // 2
+    steps = reuse.DRIFT_GATES["cpu"] // step
+    for _ in range(steps):  # 16 MiB in all, in steps of half the gate
+        reading.used += step
+        cell(engine)
+    assert walks.calls == 0
+    reading.used += step
+    cell(engine)  # past the drift gate since the walk
+    assert walks.calls > 0
+    walks.calls = 0
+    cell(engine)
+    assert walks.calls == 0
+    reading.used += reuse.GATES["cpu"] + 1  # one step past the gate
+    cell(engine)
+    assert walks.calls > 0
 
 
 def test_small_models_are_walked_after_every_cell(

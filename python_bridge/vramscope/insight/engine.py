@@ -16,18 +16,17 @@ from typing import Any, Optional, Union
 
 import torch
 
-from ..messages.insight import ModelInfo, empty_insight, model_info
-from ..step_roots import trains_by_step
+from ..messages.insight import empty_insight
 from ._torchutil import (
     StorageKey,
     module_tensors,
     optimizer_params,
-    param_bytes,
     storage_cache,
     storage_keys,
 )
 from .activations import ActivationTracker, fingerprint
 from .breakdown import TotalFn, claim_models, finish_breakdown, measured_totals
+from .choice import choose, model_infos, namespace_models
 from .holder_scan import ScanState, scan_holders
 from .holders import ScanLimits
 from .layers import fill, module_ids, skeleton
@@ -156,7 +155,7 @@ class InsightEngine:
         if not shown.holds(tracker, kept.layers, ns, self._total_fn):
             return False
         items = user_items(ns, self._hidden())
-        modules, optimizers = _models(items)
+        modules, optimizers = namespace_models(items)
         return (
             world_key(modules, optimizers, self._choice(), self._probes) == kept.key
             and holders_key(items, ns, self._shell, tracker) == kept.holders_key
@@ -247,7 +246,7 @@ class InsightEngine:
         start = time.perf_counter()
         ns = self._ns()
         items = user_items(ns, self._hidden())
-        modules, optimizers = _models(items)
+        modules, optimizers = namespace_models(items)
         live = self._tracker.live_storages()
         kept = None
         hkey: tuple[Any, ...] = ()
@@ -258,10 +257,12 @@ class InsightEngine:
         breakdown = None
         if kept is not None:
             breakdown = finish_breakdown(kept.claims, live, self._total_fn)
-            if after_cell and memory_moved(totals(breakdown), kept.totals):
+            if after_cell and memory_moved(totals(breakdown), kept):
                 kept = None
             elif not self._refill(kept):
                 kept = None  # the reported model's modules changed: walk it again
+            elif after_cell:
+                kept.checked = totals(breakdown)
         if kept is None:
             if after_cell:
                 self._scan = None  # a holders scan goes on only over unchanged models
@@ -376,7 +377,9 @@ class InsightEngine:
         key: tuple[Any, ...],
     ) -> Kept:
         """The parts of an insight that walk the models."""
-        name, model = self._choose(modules, model_override)
+        watched = self._watched_ref() if self._watched_ref is not None else None
+        ran = self._tracker.measured_roots()
+        name, model = choose(modules, model_override, watched, self._watched_name, ran)
         all_modules = [m for _, m in modules]
         if model is not None and not any(m is model for m in all_modules):
             all_modules.append(model)
@@ -386,7 +389,7 @@ class InsightEngine:
         for opt in optimizers:
             excluded |= storage_keys(optimizer_params(opt))
         self._tracker.set_excluded(excluded)
-        models = _model_infos(modules, name, model)
+        models = model_infos(modules, name, model)
         bones = skeleton(model, self._max_layers)
         layers = fill(self._tracker, bones)
         claims = claim_models(all_modules, optimizers)
@@ -419,73 +422,3 @@ class InsightEngine:
             if self._kept is not None:  # the rows the next cell shows, unless it runs a model
                 self._kept.layers = peaks_reset(self._kept.layers)
         self._peaks_reset = now
-
-    def _choose(
-        self, modules: list[tuple[str, torch.nn.Module]], override: Optional[str]
-    ) -> tuple[Optional[str], Optional[torch.nn.Module]]:
-        by_name = dict(modules)
-        if override is not None:
-            return (override, by_name[override]) if override in by_name else (override, None)
-        watched = self._watched_ref() if self._watched_ref is not None else None
-        if watched is not None:
-            found = next((n for n, m in modules if m is watched), None)
-            return found or self._watched_name or f"<{type(watched).__name__}>", watched
-        if self._watched_name is not None and self._watched_name in by_name:
-            return self._watched_name, by_name[self._watched_name]
-        ran = self._tracker.measured_roots()
-        owners = [
-            (n, m)
-            for n, m in modules
-            if trains_by_step(m) and any(c is r for c in m.children() for r in ran)
-        ]
-        if owners:  # a LightningModule whose training_step called its child
-            return max(owners, key=lambda o: param_bytes(o[1]))
-        if ran and not any(m is r for _, m in modules for r in ran):
-            # the model that ran has no namespace name (holder.net, trainer.model)
-            model = max(ran, key=param_bytes)
-            return f"<{type(model).__name__}>", model
-        if not modules:
-            return None, None
-        sizes = [(param_bytes(m), -i, n, m) for i, (n, m) in enumerate(modules)]
-        best = max(sizes, key=lambda s: (s[0], s[1]))
-        return best[2], best[3]
-
-
-def _model_infos(
-    modules: list[tuple[str, torch.nn.Module]],
-    chosen_name: Optional[str],
-    chosen: Optional[torch.nn.Module],
-) -> list[ModelInfo]:
-    """The namespace's models for the picker, largest first (ties: namespace order).
-
-    A module bound to several names is listed once (first name); a module that is a submodule
-    of another listed module (``enc = model.encoder``) is left out, unless it is the chosen
-    model. The chosen model is listed even when it is not in the namespace.
-    """
-    unique: dict[int, tuple[str, torch.nn.Module]] = {}
-    for name, module in modules:
-        unique.setdefault(id(module), (name, module))
-    inner: set[int] = set()
-    for _, module in unique.values():
-        try:
-            inner.update(id(sub) for sub in module.modules() if sub is not module)
-        except Exception:
-            continue
-    listed = [(n, m) for mid, (n, m) in unique.items() if mid not in inner or m is chosen]
-    if chosen is not None and chosen_name is not None and id(chosen) not in unique:
-        listed.append((chosen_name, chosen))
-    infos: list[ModelInfo] = []
-    for name, module in listed:
-        try:
-            size = param_bytes(module)
-        except Exception:
-            size = 0
-        infos.append(model_info(name, type(module).__name__, size))
-    infos.sort(key=lambda info: -info["param_bytes"])
-    return infos
-
-
-def _models(items: list[tuple[str, Any]]) -> tuple[list[tuple[str, Any]], list[Any]]:
-    """The namespace's modules (name, module) and optimizers."""
-    modules = [(n, v) for n, v in items if isinstance(v, torch.nn.Module)]
-    return modules, [v for _, v in items if isinstance(v, torch.optim.Optimizer)]

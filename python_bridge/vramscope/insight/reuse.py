@@ -22,13 +22,16 @@ tell without walking a model:
   cannot hold a tensor, such as numbers and strings, left out), IPython's output cache and
   the kept traceback are the same objects, and the tracker's live saved bytes are the same
   (a list that keeps graphs grows them);
-- no device's measured total moved past its gate since the parts were computed (:data:`GATES`:
-  on CPU 1 MiB, the smallest holder listed; an accelerator's allocator: not at all): what
-  changes a model's storages without a forward (``model.half()``, ``zero_grad()``, an
-  optimizer's first step, ``del``) allocates or frees their bytes. The totals compared with
-  are read after the walk or holders scan slice, once its own temporaries are freed. On CPU,
-  such a change of less than 1 MiB shows at the next walk (a module or optimizer bound to
-  another name, an optimizer's first step, or once the total has drifted 1 MiB).
+- no device's measured total moved past its gate since the last after-cell insight that
+  used the parts (:data:`GATES`: on CPU 1 MiB, the smallest holder listed; an accelerator's
+  allocator: not at all), nor drifted past :data:`DRIFT_GATES` since they were computed:
+  what changes a model's storages without a forward (``model.half()``, ``zero_grad()``, an
+  optimizer's first step, ``del``) allocates or frees their bytes at once. The totals
+  compared with are read after the walk or holders scan slice, once its own temporaries are
+  freed. On CPU, such a change of less than 1 MiB shows at the next walk (a module or
+  optimizer bound to another name, an optimizer's first step, or once the total has drifted
+  16 MiB: IPython's history alone drifts it ~10 KB a cell, which with a 1 MiB bound since
+  the walk had a 1,000-module model walked again every ~100 trivial cells, ~60 ms each).
 
 Each device's measured total, the live activations, the namespace's unclaimed tensors and
 the runtime baseline are read again after every cell (they are cheap). Models so small that
@@ -56,6 +59,9 @@ SMALL_TENSORS = 128
 #: IPython's history) and drifts by ~10 KB a cell. An accelerator's allocator counts tensors
 #: only: not at all.
 GATES = {"cpu": 1 << 20}
+#: how far a device's total may drift from its reading when the parts were computed, in
+#: steps each within :data:`GATES`, before they are computed again
+DRIFT_GATES = {"cpu": 16 << 20}
 
 
 @dataclass
@@ -77,6 +83,8 @@ class Kept:
     registrations: int = -1
     ran: tuple[int, ...] = ()  # the models measured in the cell the choice was made after
     totals: dict[str, int] = field(default_factory=dict)  # measured when computed
+    #: measured by the last after-cell insight that used the parts (empty: ``totals``)
+    checked: dict[str, int] = field(default_factory=dict)
     #: the tracker's (epoch, live saved bytes) when the rows were filled
     filled: tuple[Any, ...] = ()
     holders: Optional[list[dict[str, Any]]] = None  # once the holders scan completed
@@ -154,12 +162,17 @@ def _grads(optimizer: Any, probe: Optional[Probe]) -> tuple[Any, ...]:
         return ("unreadable",)
 
 
-def memory_moved(now: Mapping[str, int], computed: Mapping[str, int]) -> bool:
-    """A device's total moved past its gate since the kept parts were computed, or a device
-    came or went."""
-    if set(now) != set(computed):
+def memory_moved(now: Mapping[str, int], kept: Kept) -> bool:
+    """A device's total moved past its gate since the last after-cell insight used the kept
+    parts, or drifted past its drift gate since they were computed, or a device came or
+    went."""
+    return _moved(now, kept.checked or kept.totals, GATES) or _moved(now, kept.totals, DRIFT_GATES)
+
+
+def _moved(now: Mapping[str, int], then: Mapping[str, int], gates: Mapping[str, int]) -> bool:
+    if set(now) != set(then):
         return True
-    return any(abs(total - computed[dev]) > GATES.get(dev, 0) for dev, total in now.items())
+    return any(abs(total - then[dev]) > gates.get(dev, 0) for dev, total in now.items())
 
 
 def peaks_reset(layers: list[dict[str, Any]]) -> list[dict[str, Any]]:
