@@ -25,6 +25,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from collections import deque
 from typing import Callable, Optional, TypeVar
 
 T = TypeVar("T")
@@ -75,14 +76,38 @@ def wait_control_idle(max_wait_s: float = MAX_WAIT_S) -> float:
     return _wait_while(control_busy, max_wait_s)
 
 
+#: The waits that ended at their bound with the kernel still busy, newest last: (when, what
+#: was still busy). A reading taken then may hold the kernel's own bytes; the browser tests
+#: print these beside a figure that is off.
+TIMED_OUT: deque[tuple[float, str]] = deque(maxlen=32)
+
+
 def _wait_while(busy: Callable[[], bool], max_wait_s: float) -> float:
     start = time.perf_counter()
     try:
-        while busy() and time.perf_counter() - start < max_wait_s:
+        while busy():
+            if time.perf_counter() - start >= max_wait_s:
+                TIMED_OUT.append((time.time(), _busy_with()))
+                break
             time.sleep(_POLL_S)
     except Exception:
         pass
     return time.perf_counter() - start
+
+
+def _busy_with() -> str:
+    """What keeps the kernel busy now, in words."""
+    parts = [
+        name
+        for name, check in (
+            ("control thread", control_busy),
+            ("control reply queued", control_sending),
+            ("frames held", lambda: bool(pending_frames())),
+            ("iopub queue", iopub_sending),
+        )
+        if check()
+    ]
+    return ", ".join(parts) or "nothing now"
 
 
 def pending_frames() -> dict[int, int]:

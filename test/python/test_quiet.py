@@ -70,6 +70,7 @@ def test_a_busy_control_thread_is_waited_for_until_idle(
     waited = quiet.wait_control_idle(max_wait_s=1.0)
     returned = time.perf_counter()
     assert waited < 0.9  # returned because the thread went idle, not at the bound
+    assert not quiet.TIMED_OUT or quiet.TIMED_OUT[-1][0] < time.time() - waited
     assert done_at and returned >= done_at[0]  # ... after its work ended, not before
     assert not quiet.control_busy()
 
@@ -78,8 +79,12 @@ def test_the_wait_is_bounded(control: tuple[threading.Event, threading.Event]) -
     work, done = control
     work.set()
     _until(quiet.control_busy)
+    before = len(quiet.TIMED_OUT)
     waited = quiet.wait_control_idle(max_wait_s=0.02)
     assert 0.02 <= waited < 1.0  # stopped at the bound (give or take a loaded machine)
+    # ... and said so, with what was still busy
+    assert len(quiet.TIMED_OUT) == min(before + 1, quiet.TIMED_OUT.maxlen or 0)
+    assert "control thread" in quiet.TIMED_OUT[-1][1]
     done.set()
 
 

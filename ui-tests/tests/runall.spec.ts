@@ -24,10 +24,14 @@ const CELLS = [
   'x = torch.empty(64 * 2**20, dtype=torch.uint8).fill_(7)'
 ];
 
-/** Printed by a cell run after the measurement: each cell's exact CPU delta in bytes. */
+/**
+ * Printed by a cell run after the measurement: each cell's exact CPU delta in bytes, and the
+ * readings' waits for the kernel's own work that ended at their bound (vramscope.quiet).
+ */
 const DELTAS =
-  'import vramscope\n' +
-  "print([c['devices']['cpu']['delta_bytes'] for c in vramscope.session_report()['cells']])";
+  'import json, vramscope, vramscope.quiet\n' +
+  "print(json.dumps({'deltas': [c['devices']['cpu']['delta_bytes'] for c in " +
+  "vramscope.session_report()['cells']], 'timed_out': list(vramscope.quiet.TIMED_OUT)}))";
 
 test.describe('Run All: a cell reads exactly its own memory (issue 12 item 10)', () => {
   test.use({ kernels: null, sessions: null });
@@ -56,9 +60,18 @@ test.describe('Run All: a cell reads exactly its own memory (issue 12 item 10)',
       // the exact figures, for the test log: a wrong footer says by how much
       await setCode(page, 3, DELTAS);
       await page.notebook.runCell(3, { inplace: true });
-      const deltas = JSON.parse(await cellOutput(page, 3)) as number[];
+      const printed = JSON.parse(await cellOutput(page, 3)) as {
+        deltas: number[];
+        timed_out: [number, string][];
+      };
+      const deltas = printed.deltas;
       const mib = deltas.map(d => (d / 2 ** 20).toFixed(3));
-      console.log(`Run All ${attempt}: cell deltas ${mib.join(', ')} MiB`);
+      console.log(
+        `Run All ${attempt}: cell deltas ${mib.join(', ')} MiB; waits at their bound: ` +
+          (printed.timed_out.length
+            ? JSON.stringify(printed.timed_out.map(w => w[1]))
+            : 'none')
+      );
       expect(shown, `cell deltas (MiB): ${mib.join(', ')}`).toContain(
         '+64.0 MiB'
       );
