@@ -145,8 +145,7 @@ class ForwardHooks:
             ptr = storage.data_ptr()
             if ptr == 0:
                 return
-            device = t.device
-            dev = "cpu" if device.type == "cpu" else device_id(device)
+            dev = "cpu" if t.is_cpu else device_id(t.device)  # is_cpu: no device object
             key = (dev, ptr)
             if key in self._excluded:
                 return
