@@ -558,3 +558,32 @@ def test_models_list_for_the_picker(ns: dict[str, Any]) -> None:
     assert eng.snapshot("mlp")["model"] == "mlp" and eng.watched == "enc_layer"
     json.dumps(after)
     assert InsightEngine(namespace={}).snapshot()["models"] == []
+
+
+@pytest.mark.parametrize("bound", ["hidden", "output", "dunder"])
+def test_a_model_built_before_install_is_measured_under_any_name(bound: str) -> None:
+    """A model made before the engine was installed is watched through the namespace: also
+    when it is bound only to a name IPython hides (startup files), to a cell's output (``_``,
+    ``_1``) or to ``__net`` (not a user variable for the holders, still a model that runs)."""
+    import types
+
+    model = nn.Sequential(*[nn.Linear(16, 16) for _ in range(3)])
+    ns: dict[str, Any] = {"__name__": "__main__", "In": ["", "model"], "Out": {}, "_i1": "x"}
+    hidden: dict[str, Any] = {}
+    if bound == "hidden":
+        ns["net"] = hidden["net"] = model
+    elif bound == "output":
+        ns["Out"][1] = ns["_1"] = ns["_"] = model
+    else:
+        ns["__net"] = model
+    shell = types.SimpleNamespace(user_ns=ns, user_ns_hidden=hidden)
+    eng = InsightEngine(shell, total_fn=lambda d: {"used": 100 << 20} if d == "cpu" else None)
+    eng.install()
+    try:
+        eng.begin_cell("c2", 2)
+        model(torch.randn(4, 16)).sum()
+        insight = eng.after_cell(1000.0)
+        assert insight.get("activations_measured") is not None
+        assert [r["path"] for r in insight["layers"]][:4] == ["", "0", "1", "2"]
+    finally:
+        eng.uninstall()

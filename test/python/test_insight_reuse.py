@@ -225,6 +225,27 @@ def test_a_drift_in_small_steps_is_walked_at_the_drift_gate(
     assert walks.calls > 0
 
 
+def test_the_drift_gate_counts_from_the_walk_not_from_holders_scans(
+    engine: InsightEngine, ns: dict[str, Any], reading: Reading, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A name rebound in every cell rescans the holders (which reads the totals again), but
+    the drift is still measured from the walk: the models are walked again once it passes
+    the drift gate, not never."""
+    cell(engine, lambda: train(ns))
+    cell(engine)
+    computed = []  # the models' parts computed again (a holders scan walks them too)
+    compute = engine._compute
+    monkeypatch.setattr(engine, "_compute", lambda *a: computed.append(1) or compute(*a))
+    step = reuse.GATES["cpu"] // 2
+    cells = 0
+    while not computed and cells < 100:
+        reading.used += step
+        ns["out"] = torch.zeros(1)  # a name bound anew: the holders are scanned again
+        cell(engine)
+        cells += 1
+    assert cells == reuse.DRIFT_GATES["cpu"] // step + 1
+
+
 def test_small_models_are_walked_after_every_cell(
     reading: Reading, monkeypatch: pytest.MonkeyPatch
 ) -> None:

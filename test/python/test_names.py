@@ -6,7 +6,7 @@ import random
 import re
 from typing import Any
 
-from vramscope.insight.names import IPYTHON_NAMES, public_items, user_items
+from vramscope.insight.names import IPYTHON_NAMES, model_candidates, public_items, user_items
 
 HISTORY = re.compile(r"^_(i+|i?\d+)$")
 
@@ -61,3 +61,30 @@ def test_a_new_namespace_of_the_same_size_is_read_afresh() -> None:
     a.clear()
     a.update({"z": 3, "x": 4})
     assert user_items(a, {}) == [("z", 3), ("x", 4)]
+
+
+def test_a_key_that_is_not_a_string_is_left_out_and_not_kept() -> None:
+    """``globals()[key] = x`` with a key object: no view lists it, and nothing keeps it."""
+    import gc
+    import weakref
+
+    class Key:
+        pass
+
+    key = Key()
+    ref = weakref.ref(key)
+    ns: dict[Any, Any] = {"x": 1, key: 2, "_y": 3}
+    assert user_items(ns, {}) == [("x", 1), ("_y", 3)]
+    assert public_items(ns) == [("x", 1)]
+    assert model_candidates(ns) == [1, 3]
+    del ns[key], key
+    gc.collect()
+    assert ref() is None
+
+
+def test_models_may_be_bound_to_any_name_but_the_input_history() -> None:
+    """A model shown as a cell's output (``_``, ``_1``), hidden by IPython (startup files) or
+    bound to ``__net`` is still a candidate for watching; the cells' sources never are."""
+    ns: dict[str, Any] = {"In": ["src"], "_i1": "src", "_ii": "src", "_ih": ["src"]}
+    ns.update({"_": "m", "_1": "m1", "__net": "m2", "hidden": "m3", "Out": {1: "m1"}})
+    assert model_candidates(ns) == ["m", "m1", "m2", "m3", {1: "m1"}]

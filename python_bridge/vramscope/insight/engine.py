@@ -30,7 +30,7 @@ from .choice import choose, model_infos, namespace_models
 from .holder_scan import ScanState, scan_holders
 from .holders import ScanLimits
 from .layers import fill, module_ids, skeleton
-from .names import user_items
+from .names import model_candidates, user_items
 from .reuse import (
     Kept,
     Probe,
@@ -84,6 +84,7 @@ class InsightEngine:
         self._probes: dict[int, Probe] = {}  # per optimizer id: reuse.grad_probe
         self._peaks_reset: Optional[tuple[Any, int]] = None  # tracker (epoch, bytes) then
         self._settle = False  # the models were walked or scanned: read the totals after
+        self._walked = False  # ... walked: the drift gate's reading too (reuse.memory_moved)
         self._shown: Optional[Shown] = None  # what the last after-cell insight showed
 
     # -- public API --------------------------------------------------------------------
@@ -92,7 +93,7 @@ class InsightEngine:
         """Installs the activation hooks once (idempotent); never raises."""
         with contextlib.suppress(Exception):
             self._tracker.install()
-            self._tracker.adopt(self._user_values())  # models built before
+            self._tracker.adopt(model_candidates(self._ns()))  # models built before
 
     def uninstall(self) -> None:
         with contextlib.suppress(Exception):
@@ -104,7 +105,7 @@ class InsightEngine:
         """A cell starts: its first forward of each model is measured; never raises."""
         with contextlib.suppress(Exception):
             self._tracker.new_cell(cell_id, execution_count)
-            self._tracker.adopt(self._user_values())
+            self._tracker.adopt(model_candidates(self._ns()))
 
     @property
     def tracker(self) -> ActivationTracker:
@@ -215,9 +216,6 @@ class InsightEngine:
                 return ns
         return self._namespace if self._namespace is not None else {}
 
-    def _user_values(self) -> list[Any]:
-        return [value for _, value in user_items(self._ns(), self._hidden())]
-
     def _hidden(self) -> Any:
         return getattr(self._shell, "user_ns_hidden", {}) if self._shell is not None else {}
 
@@ -271,8 +269,9 @@ class InsightEngine:
                 key = world_key(modules, optimizers, self._choice(), self._probes)
             kept = self._compute(modules, optimizers, model_override, key if resumable else ())
             breakdown = finish_breakdown(kept.claims, live, self._total_fn)
-            kept.totals = totals(breakdown)
+            kept.totals = kept.walked = totals(breakdown)
             self._settle = self._settle or resumable
+            self._walked = self._walked or resumable
         assert breakdown is not None
         if resumable:
             if kept.holders_key != hkey:  # names rebound, graphs kept: the holders again
@@ -410,7 +409,9 @@ class InsightEngine:
         with (reuse.GATES)."""
         if self._settle and self._kept is not None:
             self._kept.totals = measured_totals(list(self._kept.totals), self._total_fn)
-        self._settle = False
+            if self._walked:
+                self._kept.walked = self._kept.totals
+        self._settle = self._walked = False
 
     def _reset_peaks(self) -> None:
         """The per-layer peaks start again from the live figures (skipped when no forward

@@ -85,6 +85,8 @@ class Kept:
     totals: dict[str, int] = field(default_factory=dict)  # measured when computed
     #: measured by the last after-cell insight that used the parts (empty: ``totals``)
     checked: dict[str, int] = field(default_factory=dict)
+    #: measured when the models were walked (``totals`` is read again after scans too)
+    walked: dict[str, int] = field(default_factory=dict)
     #: the tracker's (epoch, live saved bytes) when the rows were filled
     filled: tuple[Any, ...] = ()
     holders: Optional[list[dict[str, Any]]] = None  # once the holders scan completed
@@ -166,7 +168,8 @@ def memory_moved(now: Mapping[str, int], kept: Kept) -> bool:
     """A device's total moved past its gate since the last after-cell insight used the kept
     parts, or drifted past its drift gate since they were computed, or a device came or
     went."""
-    return _moved(now, kept.checked or kept.totals, GATES) or _moved(now, kept.totals, DRIFT_GATES)
+    checked, walked = kept.checked or kept.totals, kept.walked or kept.totals
+    return _moved(now, checked, GATES) or _moved(now, walked, DRIFT_GATES)
 
 
 def _moved(now: Mapping[str, int], then: Mapping[str, int], gates: Mapping[str, int]) -> bool:
