@@ -70,7 +70,10 @@ const debugWatchers = new WeakMap<Page, Map<object, number>>();
  *
  * Requests are counted per websocket, and a closed websocket's are dropped: a notebook
  * closed right after a cell takes its unanswered request with it, and no reply to it will
- * ever come (a flake seen once in four runs of notebooks.spec.ts).
+ * ever come (a flake seen once in four runs of notebooks.spec.ts). So are every websocket's
+ * when the page navigates (a reload): Playwright reports no `close` for the old document's
+ * sockets (`isClosed()` stays false), and a reload during a Run All left 3-12 requests that
+ * no reply would ever answer (soak.spec.ts, 2 of 3 fresh-clone runs).
  */
 export function watchDebugRequests(page: Page): void {
   if (debugWatchers.has(page)) {
@@ -78,8 +81,28 @@ export function watchDebugRequests(page: Page): void {
   }
   const pending = new Map<object, number>();
   debugWatchers.set(page, pending);
+  // a new document (a reload; not JupyterLab's own URL changes, which request nothing)
+  // starts a generation; once it commits, older generations' sockets are dropped
+  let generation = 0;
+  const born = new Map<object, number>();
+  page.on('request', request => {
+    if (request.isNavigationRequest() && request.frame() === page.mainFrame()) {
+      generation += 1;
+    }
+  });
+  page.on('framenavigated', frame => {
+    if (frame === page.mainFrame()) {
+      for (const [ws, gen] of born) {
+        if (gen < generation) {
+          pending.delete(ws);
+          born.delete(ws);
+        }
+      }
+    }
+  });
   page.on('websocket', ws => {
     pending.set(ws, 0);
+    born.set(ws, generation);
     const count = (change: number, msgType: RegExp) => (frame: any) => {
       const text =
         typeof frame.payload === 'string'
@@ -92,7 +115,10 @@ export function watchDebugRequests(page: Page): void {
     };
     ws.on('framesent', count(1, /"msg_type":\s*"debug_request"/));
     ws.on('framereceived', count(-1, /"msg_type":\s*"debug_reply"/));
-    ws.on('close', () => pending.delete(ws));
+    ws.on('close', () => {
+      pending.delete(ws);
+      born.delete(ws);
+    });
   });
 }
 
