@@ -82,6 +82,50 @@ def module_tensors(module: torch.nn.Module, recurse: bool = True) -> Iterator[to
                 yield b
 
 
+def module_tree(root: torch.nn.Module) -> list[torch.nn.Module]:
+    """``list(root.modules())``, in its order (each module once, at its first place in a
+    pre-order walk of ``_modules``), without its nested generators and their name strings:
+    a measured forward walks its model once (a 2,665-module LoRA model: ~2.5 ms, not ~6)."""
+    out: list[torch.nn.Module] = []
+    seen: set[int] = set()
+    stack = [root]
+    while stack:
+        module = stack.pop()
+        if id(module) in seen:
+            continue
+        seen.add(id(module))
+        out.append(module)
+        children = module._modules
+        if children:  # most modules are leaves
+            stack.extend(reversed([c for c in children.values() if c is not None]))
+    return out
+
+
+def own_storage_keys(modules: Iterable[torch.nn.Module]) -> set[StorageKey]:
+    """The storage keys of the modules' own parameters and buffers (:func:`storage_keys` of
+    ``module_tensors(m, recurse=False)`` for each, without the insight's cache: read once
+    per measured forward)."""
+    keys: set[StorageKey] = set()
+    for module in modules:
+        if module._parameters:
+            _add_keys(keys, module._parameters.values())
+        if module._buffers:
+            _add_keys(keys, module._buffers.values())
+    return keys
+
+
+def _add_keys(keys: set[StorageKey], tensors: Iterable[Optional[torch.Tensor]]) -> None:
+    for t in tensors:
+        if t is None:
+            continue
+        try:
+            ptr = t.untyped_storage().data_ptr()
+            if ptr:
+                keys.add(("cpu" if t.is_cpu else device_id(t.device), ptr))
+        except Exception:  # sparse, fake, meta...: no storage to exclude
+            continue
+
+
 def optimizer_state_tensors(optimizer: torch.optim.Optimizer) -> Iterator[torch.Tensor]:
     """Every tensor stored in ``optimizer.state`` (lazy: empty before the first step)."""
     for per_param in list(optimizer.state.values()):

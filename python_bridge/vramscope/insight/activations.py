@@ -49,7 +49,7 @@ import torch
 from .. import trials
 from ..compiled import is_compiled
 from . import saved
-from ._torchutil import StorageKey, module_tensors, storage_keys
+from ._torchutil import StorageKey, module_tree, own_storage_keys
 from .forward_hooks import ForwardHooks
 from .ledger import LayerStat, SavedLedger
 from .roots import RootWatch
@@ -76,6 +76,7 @@ class ActivationTracker(ForwardHooks):
         self._handles: list[Any] = []  # the global module hooks, during a measured forward
         self._enabled = False
         self._pushed = False  # our saved-tensor hooks are on the thread's stack
+        self._pushed_pack: Any = None  # the pack hook as pushed there
         self._counting = False  # ... and count (False: they only keep what autograd keeps)
         self._active: Optional[int] = None  # id() of the model whose forward is measured
         self._roots = RootWatch(self._root_pre, self._root_post)
@@ -177,7 +178,8 @@ class ActivationTracker(ForwardHooks):
             return False  # the user's saved_tensors_hooks (save_on_cpu...) rule
         from torch.nn.modules import module as nn_module
 
-        torch._C._autograd._push_saved_tensors_default_hooks(self._pack, saved.unpack)
+        self._pushed_pack = self._pack  # the object the stack holds (checked by identity)
+        torch._C._autograd._push_saved_tensors_default_hooks(self._pushed_pack, saved.unpack)
         self._pushed = True
         self._counting = True
         self._handles = [
@@ -259,7 +261,7 @@ class ActivationTracker(ForwardHooks):
         why_not = _why_unmeasurable()
         tree: list[torch.nn.Module] = []
         if why_not is None:
-            tree = list(module.modules())  # walked once: here and by _enter's exclusions
+            tree = module_tree(module)  # walked once: here and by _enter's exclusions
             if any(map(is_compiled, tree)):
                 # Dynamo would trace the hooks in, and compile again when they come out
                 why_not = "with a compiled submodule (torch.compile)"
@@ -271,7 +273,7 @@ class ActivationTracker(ForwardHooks):
             # its weights may be new storages (model.double(), .cuda()) and the old ones'
             # addresses reused by activations: exclusions start over from this model's
             # current tensors (other modules add theirs again when they are entered)
-            self._excluded = storage_keys(module_tensors(module))
+            self._excluded = own_storage_keys(tree)
             self._excluded_roots = {mid}
         if not self._begin(module, tree):
             self.unmeasured = "inside saved_tensors_hooks of your own (save_on_cpu...)"

@@ -20,7 +20,6 @@ returns "nothing" when they are not as expected.
 
 from __future__ import annotations
 
-import sys
 import types
 import weakref
 from collections.abc import Iterable, Iterator
@@ -32,14 +31,16 @@ _CHECKPOINT_FILE = "checkpoint.py"
 _HOOK_QUALNAME = "_checkpoint_hook."
 
 
-def frame_saving_inputs() -> Optional[Any]:
+#: The names of the frames that save a region's inputs through our pack hook:
+#: ``save_inputs`` itself, or the comprehension inside it (Python < 3.12).
+SAVING_FRAMES = frozenset({"save_inputs", "<listcomp>", "<genexpr>"})
+
+
+def frame_saving_inputs(caller: types.FrameType) -> Optional[Any]:
     """The ``_CheckpointFrame`` whose ``save_inputs`` is saving the tensor our pack hook got
-    (called from the pack hook: the caller chain is save_inputs [-> <listcomp>])."""
-    frame: Optional[types.FrameType]
-    try:
-        frame = sys._getframe(2)  # pack hook <- (C++) <- <listcomp> or save_inputs
-    except ValueError:
-        return None
+    (``caller``: the Python frame whose op called the pack hook; the pack hook checks its
+    name against :data:`SAVING_FRAMES` first)."""
+    frame: Optional[types.FrameType] = caller
     for _ in range(2):
         if frame is None:
             return None
@@ -51,12 +52,14 @@ def frame_saving_inputs() -> Optional[Any]:
     return None
 
 
-def in_region() -> bool:
-    """A checkpointed region's forward is running on this thread."""
-    try:
-        top = torch._C._autograd._top_saved_tensors_default_hooks(False)
-    except Exception:
-        return False
+def in_region(top: Any = None) -> bool:
+    """A checkpointed region's forward is running on this thread (``top``: the thread's
+    top saved-tensor hooks, when the caller read them)."""
+    if top is None:
+        try:
+            top = torch._C._autograd._top_saved_tensors_default_hooks(False)
+        except Exception:
+            return False
     if top is None:
         return False
     return _HOOK_QUALNAME in getattr(top[0], "__qualname__", "")

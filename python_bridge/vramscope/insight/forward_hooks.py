@@ -9,6 +9,7 @@ callback runs the user's op or forward untouched and never raises into it.
 
 from __future__ import annotations
 
+import sys
 import threading
 import weakref
 from collections.abc import Sequence
@@ -18,8 +19,16 @@ import torch
 from torch.utils._pytree import tree_leaves
 
 from . import checkpoints, saved
-from ._torchutil import StorageKey, device_id, module_tensors, storage_keys
+from ._torchutil import StorageKey, device_id, module_tree, own_storage_keys
 from .ledger import OUTSIDE, SavedLedger
+
+# Called for every module call and every saved tensor of a measured forward: looked up once.
+_is_compiling = torch.compiler.is_compiling
+_graph_task_id = torch._C._current_graph_task_id
+_top_hooks = torch._C._autograd._top_saved_tensors_default_hooks
+_NoTorchFunction = torch._C.DisableTorchFunction
+_get_ident = threading.get_ident
+_getframe = sys._getframe
 
 
 def _first_tensor_shape(output: Any) -> Optional[Sequence[int]]:
@@ -60,25 +69,28 @@ class ForwardHooks:
     _region: set[int]
     checkpoint_frames: weakref.WeakSet[Any]
 
+    _pushed_pack: Any  # the pack hook as pushed (what the saved-tensor hooks stack holds)
+
     def _pre_forward(self, module: torch.nn.Module, args: Any) -> None:
         # Global, in only while a forward is measured. Inside the user's forward: never raise.
-        if torch.compiler.is_compiling():
+        if _is_compiling():
             return
         try:
-            if threading.get_ident() != self._thread:
+            if _get_ident() != self._thread:
                 return
-            if torch._C._current_graph_task_id() != -1:
+            if _graph_task_id() != -1:
                 return  # a checkpointed region recomputed inside backward
-            with torch._C.DisableTorchFunction():
-                self._enter(module)
+            if id(module) in self._excluded_roots:
+                self._push(module)  # its tensors are excluded: no tensor is touched
+            else:
+                with _NoTorchFunction():
+                    self._enter(module)
         except Exception:
             pass
 
     def _enter(self, module: torch.nn.Module, tree: Optional[list[torch.nn.Module]] = None) -> None:
         """``module``'s forward starts (``tree``: its modules, when the caller walked them)."""
         mid = id(module)
-        if self._stack:
-            self._ledger.parents[mid] = self._stack[-1]
         if mid not in self._excluded_roots:
             # First call of this module in the cell, at any depth: its parameters and
             # buffers are never activations (addmm saves weight.t(), a view of the weight).
@@ -87,31 +99,41 @@ class ForwardHooks:
             # is not under its caller's tree).
             if self._stack:
                 self._excluded_roots.add(mid)
-                self._excluded |= storage_keys(module_tensors(module, recurse=False))
+                self._excluded |= own_storage_keys((module,))
             else:
                 # one walk of the tree: its modules are marked done, so their own first
                 # calls below skip this (a measured forward's cost, paid per module)
                 if tree is None:
-                    tree = list(module.modules())
+                    tree = module_tree(module)
                 self._excluded_roots.update(map(id, tree))
-                self._excluded |= storage_keys(
-                    t for mod in tree for t in module_tensors(mod, recurse=False)
-                )
-        stat = self._ledger.stat(mid, type(module).__name__)
-        if checkpoints.in_region():
+                self._excluded |= own_storage_keys(tree)
+        self._push(module)
+
+    def _push(self, module: torch.nn.Module) -> None:
+        """``module`` is the innermost running module now."""
+        mid = id(module)
+        stack = self._stack
+        ledger = self._ledger
+        if stack:
+            ledger.parents[mid] = stack[-1]
+        stat = ledger.layers.get(mid)
+        if stat is None:
+            stat = ledger.stat(mid, type(module).__name__)
+        top = _top_hooks(False)
+        if top is not None and top[0] is not self._pushed_pack and checkpoints.in_region(top):
             # the outermost module of a region is its checkpointed block
-            if not self._stack or self._stack[-1] not in self._region:
+            if not stack or stack[-1] not in self._region:
                 stat.checkpointed = True
             self._region.add(mid)
-        self._stack.append(mid)
+        stack.append(mid)
 
     def _post_forward(self, module: torch.nn.Module, _args: Any, output: Any) -> None:
-        if torch.compiler.is_compiling():
+        if _is_compiling():
             return
         try:
-            if threading.get_ident() != self._thread:
+            if _get_ident() != self._thread:
                 return
-            with torch._C.DisableTorchFunction():
+            with _NoTorchFunction():
                 self._record_output(module, output)
         except Exception:
             pass
@@ -128,44 +150,30 @@ class ForwardHooks:
             stat.output_shape = _first_tensor_shape(output)
 
     def _pack(self, t: torch.Tensor) -> Any:
-        with torch._C.DisableTorchFunction():  # unseen by tensor subclasses and modes
+        with _NoTorchFunction():  # unseen by tensor subclasses and modes
             packed = saved.pack(t)
             if self._counting:
-                self._count(t, packed)
+                try:  # noqa: SIM105 (no context manager made for each saved tensor)
+                    self._count(t, packed, _getframe(1))
+                except Exception:
+                    pass
         return packed
 
-    def _count(self, t: torch.Tensor, packed: Any) -> None:
-        try:
-            frame = checkpoints.frame_saving_inputs()
+    def _count(self, t: torch.Tensor, packed: Any, caller: Any) -> None:
+        """Count ``t``'s storage for the innermost running module (``caller``: the frame
+        whose op saved it)."""
+        if caller.f_code.co_name in checkpoints.SAVING_FRAMES:
+            frame = checkpoints.frame_saving_inputs(caller)
             if frame is not None:
                 self.checkpoint_frames.add(frame)
-            if t.is_leaf and t.requires_grad:
-                return
-            storage = t.untyped_storage()
-            ptr = storage.data_ptr()
-            if ptr == 0:
-                return
-            dev = "cpu" if t.is_cpu else device_id(t.device)  # is_cpu: no device object
-            key = (dev, ptr)
-            if key in self._excluded:
-                return
-            self._ledger.count(
-                key,
-                storage.nbytes() if not self._ledger.known(key) else 0,
-                self._stack[-1] if self._stack else self.OUTSIDE,
-                _dtype_name(t.dtype),
-                packed,
-            )
-        except Exception:
-            pass
-
-
-_DTYPE_NAMES: dict[torch.dtype, str] = {}
-
-
-def _dtype_name(dtype: torch.dtype) -> str:
-    """``torch.bfloat16`` -> ``"bfloat16"`` (cached: called for every measured save)."""
-    name = _DTYPE_NAMES.get(dtype)
-    if name is None:
-        name = _DTYPE_NAMES[dtype] = str(dtype).replace("torch.", "")
-    return name
+        if t.requires_grad and t.is_leaf:
+            return
+        storage = t.untyped_storage()
+        ptr = storage.data_ptr()
+        if ptr == 0:
+            return
+        key = ("cpu" if t.is_cpu else device_id(t.device), ptr)  # is_cpu: no device object
+        if key in self._excluded:
+            return
+        stack = self._stack
+        self._ledger.count(key, stack[-1] if stack else OUTSIDE, packed, storage, t.dtype)

@@ -33,14 +33,30 @@ class LayerStat:
     checkpointed: bool = False  # its forward starts a checkpointed region
 
 
-@dataclass
 class _Saved:
-    count: int
-    nbytes: int
-    owner: int  # id() of the innermost module at first save, 0 outside any module
-    dtype: str  # of the first tensor saved on this storage ("float32", "bfloat16"...)
-    epoch: int  # the measured forward (count) that saved it first
-    last_epoch: int  # ... and last (an input every forward saves belongs to the newest)
+    """A live saved storage (one per storage, made at nearly every save of a measured
+    forward: a plain class with slots)."""
+
+    __slots__ = ("count", "dtype", "epoch", "last_epoch", "nbytes", "owner")
+
+    def __init__(self, nbytes: int, owner: int, dtype: str, epoch: int) -> None:
+        self.count = 1
+        self.nbytes = nbytes
+        self.owner = owner  # id() of the innermost module at first save, 0 outside any
+        self.dtype = dtype  # of the first tensor saved on it ("float32", "bfloat16"...)
+        self.epoch = epoch  # the measured forward (count) that saved it first
+        self.last_epoch = epoch  # ... and last (an input every forward saves: the newest)
+
+
+_DTYPE_NAMES: dict[Any, str] = {}
+
+
+def dtype_name(dtype: Any) -> str:
+    """``torch.bfloat16`` -> ``"bfloat16"`` (cached: read for every storage saved)."""
+    name = _DTYPE_NAMES.get(dtype)
+    if name is None:
+        name = _DTYPE_NAMES[dtype] = str(dtype).replace("torch.", "")
+    return name
 
 
 def _copy_into(by_dtype: dict[str, int], stat: LayerStat) -> None:
@@ -79,25 +95,25 @@ class SavedLedger:
             stat = self.layers[mid] = LayerStat(type_name)
         return stat
 
-    def count(self, key: StorageKey, nbytes: int, owner: int, dtype: str, packed: Any) -> None:
+    def count(self, key: StorageKey, owner: int, packed: Any, storage: Any, dtype: Any) -> None:
         """``packed`` (what the pack hook returned, a :class:`.saved.Saved`) references
         storage ``key``: counted until autograd frees it, when it calls :meth:`release`.
-        ``nbytes`` is read only for a storage not yet live."""
+        A storage not yet live is sized (``storage.nbytes()``) and its ``dtype`` (a
+        ``torch.dtype``) named; neither is kept."""
         with self._lock:
             entry = self.live.get(key)
             if entry is None:
-                self.live[key] = _Saved(1, nbytes, owner, dtype, self.epoch, self.epoch)
+                nbytes = storage.nbytes()
+                name = dtype_name(dtype)
+                self.live[key] = _Saved(nbytes, owner, name, self.epoch)
                 self.epoch_live += 1
                 self._by_device[key[0]] = self._by_device.get(key[0], 0) + nbytes
-                self._add(owner, nbytes, dtype)
+                self._add(owner, nbytes, name)
             else:
                 entry.count += 1
                 entry.last_epoch = self.epoch
             packed.key = key
             packed.ledger = self
-
-    def known(self, key: StorageKey) -> bool:
-        return key in self.live
 
     def _add(self, owner: int, nbytes: int, dtype: str) -> None:
         stat = self.stat(owner)
