@@ -173,7 +173,7 @@ def run_model(key: str, args: argparse.Namespace) -> list[str]:
                 for arm in order if r % 2 == 0 else order[::-1]:
                     drain(kernels[arm])
                     times.setdefault((name, arm), []).extend(block(kernels[arm], code, n))
-                    time.sleep(0.05)  # the last cell's follow-up work, before the drain
+                    time.sleep(0.1)  # the last cell's follow-up work (30 ms idle), then drain
                     found = drain(kernels[arm])
                     if arm == "bridge":
                         scans[name].extend(float(i.get("scan_ms", 0.0)) for i in found)

@@ -22,8 +22,9 @@ reverses from round to round:
 
 A loaded arm has a ``stream`` comm open, as the front end has. Per block two clocks: wall
 time of the steps, timed inside the cell, and the kernel process's CPU time (all threads:
-torch's workers, the sampler) from just before the execute request until 30 ms after its reply,
-so the per-cell work done after the reply is counted too. Printed per arm: the median of its
+torch's workers, the sampler) from just before the execute request until 80 ms after its reply
+(the bridge's follow-up work waits for 30 ms of idleness: vramscope.after_reply.DELAY_S), so the
+per-cell work done after the reply is counted too. Printed per arm: the median of its
 ratios over rounds and their quartiles, for torch's default thread count
 and for 1 thread. ``--record`` writes the table to bench/RESULTS.md. No asserts.
 
@@ -50,6 +51,9 @@ from _results import record
 ROOT = Path(__file__).resolve().parents[1]
 ARMS = ("off", "off2", "hooks", "sampler", "sampler50", "activations", "all", "uncounted")
 CPU = "__import__('time').process_time()"
+#: how long after a block's reply its kernel CPU is read: the bridge's follow-up work waits
+#: for 30 ms of idleness (vramscope.after_reply.DELAY_S), then takes a few ms
+AFTER_REPLY_S = 0.08
 SETTINGS = {
     "hooks": "sample_hz=0, insight=False",
     "sampler": "sample_hz=10, insight=False",
@@ -232,14 +236,14 @@ class Bench:
         self.state = arm
 
     def block(self, steps: int) -> tuple[float, float, float]:
-        """(wall of the steps inside the cell, kernel CPU around the cell incl. 30 ms after,
+        """(wall of the steps inside the cell, kernel CPU around the cell incl. 80 ms after,
         the median step's wall time). ``self.own`` gets the CPU seconds vramscope's own
         threads (named ``vramscope-*``) used meanwhile, and ``self.iopub`` the IOPub
         thread's (it sends every message)."""
         c0 = float(self.k.eval(CPU))  # silent executes: no cell hooks run for them
         t0 = self.k.eval("_vs_threads_cpu()")
         self.k.run_ok(f"_vs_last = train_block({steps})")
-        time.sleep(0.03)
+        time.sleep(AFTER_REPLY_S)  # the follow-up work has run by then
         c1 = float(self.k.eval(CPU))
         t1 = self.k.eval("_vs_threads_cpu()")
         grew = {name: t1[name] - t0.get(name, 0.0) for name in t1}
@@ -356,7 +360,7 @@ def main() -> None:
         "ratio = arm / the geometric mean of the off blocks just before and after it: median "
         "[quartiles] over rounds; wall = the "
         "steps timed inside the cell; CPU = the kernel process (all threads) from the "
-        "execute request to 30 ms after the reply; median step = the block's median step "
+        "execute request to 80 ms after the reply; median step = the block's median step "
         "(steady state: leaves out the cell's measured first step and bursts of load); "
         "pooled wall = the arm's summed wall over its neighbours' summed geometric means "
         "(every round weighed by its time: the mean, whose error falls as 1/sqrt(rounds)); "

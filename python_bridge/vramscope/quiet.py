@@ -158,15 +158,28 @@ def _control_stream() -> Optional[object]:
     return getattr(_kernel(), "control_stream", None)
 
 
+#: ipykernel's ``Kernel`` class -> its running instance, once found (read at every cell's
+#: readings: traitlets' ``initialized()``/``instance()`` cost more than the check itself)
+_KERNELS: dict[object, object] = {}
+
+
 def _kernel() -> Optional[object]:
     module = sys.modules.get("ipykernel.kernelbase")
     kernel_cls = getattr(module, "Kernel", None)
+    if kernel_cls is None:
+        return None
+    found = _KERNELS.get(kernel_cls)
+    if found is not None:
+        return found
     try:
-        if kernel_cls is None or not kernel_cls.initialized():
+        if not kernel_cls.initialized():
             return None
-        return kernel_cls.instance()
+        found = kernel_cls.instance()
     except Exception:
         return None
+    _KERNELS.clear()
+    _KERNELS[kernel_cls] = found
+    return found
 
 
 def iopub_sending() -> bool:

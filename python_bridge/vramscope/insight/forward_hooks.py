@@ -27,6 +27,8 @@ _is_compiling = torch.compiler.is_compiling
 _graph_task_id = torch._C._current_graph_task_id
 _top_hooks = torch._C._autograd._top_saved_tensors_default_hooks
 _NoTorchFunction = torch._C.DisableTorchFunction
+_mode_enabled = torch._C._is_torch_function_mode_enabled
+_Tensor = torch.Tensor
 _get_ident = threading.get_ident
 _getframe = sys._getframe
 
@@ -150,13 +152,18 @@ class ForwardHooks:
             stat.output_shape = _first_tensor_shape(output)
 
     def _pack(self, t: torch.Tensor) -> Any:
+        if type(t) is _Tensor and not _mode_enabled():
+            return self._packed(t, _getframe(1))  # a plain tensor, no mode: nothing to hide
         with _NoTorchFunction():  # unseen by tensor subclasses and modes
-            packed = saved.pack(t)
-            if self._counting:
-                try:  # noqa: SIM105 (no context manager made for each saved tensor)
-                    self._count(t, packed, _getframe(1))
-                except Exception:
-                    pass
+            return self._packed(t, _getframe(1))
+
+    def _packed(self, t: torch.Tensor, caller: Any) -> Any:
+        packed = saved.pack(t)
+        if self._counting:
+            try:  # noqa: SIM105 (no context manager made for each saved tensor)
+                self._count(t, packed, caller)
+            except Exception:
+                pass
         return packed
 
     def _count(self, t: torch.Tensor, packed: Any, caller: Any) -> None:

@@ -93,10 +93,18 @@ def pack(t: torch.Tensor) -> Saved:
     return Saved(t, t._version, None)
 
 
+_mode_enabled = torch._C._is_torch_function_mode_enabled
+
+
 def unpack(saved: Saved) -> torch.Tensor:
     t = saved.tensor
-    with torch._C.DisableTorchFunction():  # unseen by tensor subclasses and modes
-        if t._version != saved.version:
+    if type(t) is torch.Tensor and not _mode_enabled():  # nothing to hide the read from
+        version = t._version
+    else:
+        with torch._C.DisableTorchFunction():  # unseen by tensor subclasses and modes
+            version = t._version
+    if version != saved.version:
+        with torch._C.DisableTorchFunction():
             raise RuntimeError(modified_message(saved))
     return t
 
