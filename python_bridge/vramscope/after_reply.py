@@ -28,7 +28,6 @@ for the Run All to end: a cell starting when the oldest has waited its limit sen
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from typing import Any, Callable
 
@@ -59,6 +58,7 @@ class AfterReply:
         self._delay_s = delay_s
         self._jobs: list[tuple[str | None, Job]] = []
         self._handle: Any = None
+        self._loop: Any = None  # the event loop the callback is on
         #: when work was last queued from outside a flush (a cell's end), monotonic seconds
         self._queued_at = 0.0
         self._flushing = False
@@ -75,14 +75,12 @@ class AfterReply:
         self._jobs.append((key, job))
         if not self._flushing:  # a job queuing more work is not a cell ending
             self._queued_at = time.monotonic()
-        if self._handle is not None:
-            return
         try:
-            loop = asyncio.get_running_loop()
+            asyncio.get_running_loop()
         except RuntimeError:
-            self.flush()
+            self.flush()  # no loop to run it later (a plain IPython shell): at once
             return
-        self._handle = loop.call_later(self._delay_s, self._fire)
+        self._schedule(self._delay_s)
 
     def flush(self, keep_keyed: bool = False) -> None:
         """Run the queued work now (a cell is about to start): unkeyed work first, oldest
@@ -98,7 +96,7 @@ class AfterReply:
         # not cancelled and made again at every cell); it waits for idleness itself
         if not self._jobs:
             self._cancel_callback()
-        elif self._handle is None:
+        else:
             self._schedule(self._delay_s)
 
     def _run_jobs(self, keep_keyed: bool) -> None:
@@ -119,8 +117,18 @@ class AfterReply:
                 self._on_error(exc)
 
     def _schedule(self, delay_s: float) -> None:
-        with contextlib.suppress(RuntimeError):
-            self._handle = asyncio.get_running_loop().call_later(delay_s, self._fire)
+        """The callback in ``delay_s``, on the running loop, unless one is due there already
+        (one on a loop that no longer runs, as IPython's for a cell with a top-level
+        ``await`` in a terminal, is replaced). Without a running loop: nothing."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        if self._handle is not None and self._loop is loop:
+            return
+        self._cancel_callback()
+        self._handle = loop.call_later(delay_s, self._fire)
+        self._loop = loop
 
     def discard(self) -> None:
         """Drop the queued work (the bridge is being unloaded)."""

@@ -158,28 +158,22 @@ def _control_stream() -> Optional[object]:
     return getattr(_kernel(), "control_stream", None)
 
 
-#: ipykernel's ``Kernel`` class -> its running instance, once found (read at every cell's
-#: readings: traitlets' ``initialized()``/``instance()`` cost more than the check itself)
-_KERNELS: dict[object, object] = {}
-
-
 def _kernel() -> Optional[object]:
+    """ipykernel's running kernel: the ``Kernel`` singleton's instance, read from the class
+    (traitlets' ``initialized()``/``instance()`` cost more than the checks that ask)."""
     module = sys.modules.get("ipykernel.kernelbase")
     kernel_cls = getattr(module, "Kernel", None)
     if kernel_cls is None:
         return None
-    found = _KERNELS.get(kernel_cls)
-    if found is not None:
-        return found
     try:
+        found = kernel_cls.__dict__.get("_instance")
+        if found is not None and isinstance(found, kernel_cls):
+            return found
         if not kernel_cls.initialized():
             return None
-        found = kernel_cls.instance()
+        return kernel_cls.instance()
     except Exception:
         return None
-    _KERNELS.clear()
-    _KERNELS[kernel_cls] = found
-    return found
 
 
 def iopub_sending() -> bool:

@@ -170,3 +170,23 @@ def test_a_run_all_keeps_keyed_work_until_the_kernel_is_idle() -> None:
     assert during == []  # 8 cells x 5 ms: the 300 ms delay never passed without a cell ending
     assert ran == ["insight"]
     assert times[0] - start >= 8 * 0.005 + 0.3 - 0.005
+
+
+def test_a_callback_left_on_a_stopped_loop_does_not_strand_the_work() -> None:
+    """IPython in a terminal runs a cell with a top-level ``await`` in a loop that stops after
+    it: the callback scheduled there never fires. The next cells (no running loop) run their
+    work at once, kept keyed work included, instead of waiting behind that callback."""
+    queue, ran, _ = _queue(delay_s=0.01)
+    loop = asyncio.new_event_loop()
+
+    async def await_cell() -> None:
+        queue.submit(lambda: ran.append("cells#1"), key="cells")  # its post_run_cell
+
+    try:
+        loop.run_until_complete(await_cell())
+    finally:
+        loop.close()
+    assert ran == [] and queue.pending == 1  # the loop stopped before the callback fired
+    queue.flush(keep_keyed=True)  # the next, plain cell starts
+    queue.submit(lambda: ran.append("cells#2"), key="cells")  # ... and ends
+    assert ran == ["cells#2"] and queue.pending == 0

@@ -127,6 +127,44 @@ def test_saved_bytes_exact_and_zero_after_backward(
     assert sum(layer["peak_saved_bytes"] for layer in engine.after_cell(1000)["layers"]) == 0
 
 
+@torch.jit.script
+def _sin_of_square(x: torch.Tensor) -> torch.Tensor:
+    return (x * x).sin()
+
+
+@torch.jit.script
+def _forked(x: torch.Tensor) -> torch.Tensor:
+    future = torch.jit.fork(_sin_of_square, x)
+    return _sin_of_square(x) + torch.jit.wait(future)
+
+
+class _Forking(nn.Module):
+    """Saves tensors on torch.jit.fork's thread, which has no Python frame."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return _forked(self.lin(x))
+
+
+def test_a_save_on_a_thread_without_python_frames_is_measured_not_raised(
+    engine: InsightEngine, ns: dict[str, Any]
+) -> None:
+    torch.manual_seed(0)
+    model, x = _Forking(), torch.randn(2, 4)
+    plain = model(x)  # no cell started: not measured
+    ns["model"] = model
+    engine.begin_cell("c", 1)
+    measured = model(x)
+    assert engine.tracker.measured is not None  # this forward was measured
+    assert torch.equal(measured, plain)
+    assert engine.tracker.total_bytes() > 0
+    measured.sum().backward()
+    assert model.lin.weight.grad is not None
+
+
 def test_saved_bytes_match_bytes_freed_when_graph_dropped(
     engine: InsightEngine, ns: dict[str, Any]
 ) -> None:

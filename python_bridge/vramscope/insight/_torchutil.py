@@ -83,9 +83,11 @@ def module_tensors(module: torch.nn.Module, recurse: bool = True) -> Iterator[to
 
 
 def module_tree(root: torch.nn.Module) -> list[torch.nn.Module]:
-    """``list(root.modules())``, in its order (each module once, at its first place in a
-    pre-order walk of ``_modules``), without its nested generators and their name strings:
-    a measured forward walks its model once (a 2,665-module LoRA model: ~2.5 ms, not ~6)."""
+    """``list(root.modules())``, in its order: each module once, at its first place in a
+    pre-order walk of ``_modules``, told apart by identity (``modules()`` uses ``__hash__``
+    and ``__eq__``, which a module may override; ``layers.module_ids`` uses identity too),
+    without nested generators and their name strings: a measured forward walks its model
+    once (a 2,665-module LoRA model: ~4.5 ms, against ~5.7 for ``modules()``)."""
     out: list[torch.nn.Module] = []
     seen: set[int] = set()
     stack = [root]

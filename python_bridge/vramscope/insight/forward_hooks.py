@@ -152,10 +152,14 @@ class ForwardHooks:
             stat.output_shape = _first_tensor_shape(output)
 
     def _pack(self, t: torch.Tensor) -> Any:
+        try:
+            caller: Any = _getframe(1)
+        except ValueError:  # a thread without a Python frame (torch.jit.fork's, autograd's)
+            caller = None
         if type(t) is _Tensor and not _mode_enabled():
-            return self._packed(t, _getframe(1))  # a plain tensor, no mode: nothing to hide
+            return self._packed(t, caller)  # a plain tensor, no mode: nothing to hide
         with _NoTorchFunction():  # unseen by tensor subclasses and modes
-            return self._packed(t, _getframe(1))
+            return self._packed(t, caller)
 
     def _packed(self, t: torch.Tensor, caller: Any) -> Any:
         packed = saved.pack(t)
@@ -168,8 +172,8 @@ class ForwardHooks:
 
     def _count(self, t: torch.Tensor, packed: Any, caller: Any) -> None:
         """Count ``t``'s storage for the innermost running module (``caller``: the frame
-        whose op saved it)."""
-        if caller.f_code.co_name in checkpoints.SAVING_FRAMES:
+        whose op saved it, None on a thread without one)."""
+        if caller is not None and caller.f_code.co_name in checkpoints.SAVING_FRAMES:
             frame = checkpoints.frame_saving_inputs(caller)
             if frame is not None:
                 self.checkpoint_frames.add(frame)
