@@ -208,4 +208,36 @@ USAGE: tuple[Probe, ...] = (
         ),
         model="p46_net",
     ),
+    Probe(
+        # a TorchScript function that forks: its saves run on the fork's thread, which has
+        # no Python frame (the bridge's pack hook once raised there)
+        "jit_fork_inside_forward",
+        (
+            "@torch.jit.script\n"
+            "def p59_branch(x: torch.Tensor) -> torch.Tensor:\n"
+            "    return (x * x).sin()\n"
+            "@torch.jit.script\n"
+            "def p59_fanout(x: torch.Tensor) -> torch.Tensor:\n"
+            "    fut = torch.jit.fork(p59_branch, x)\n"
+            "    return p59_branch(x) + torch.jit.wait(fut)\n"
+            "class P59(nn.Module):\n"
+            "    def __init__(self):\n"
+            "        super().__init__()\n"
+            "        self.fc = nn.Linear(8, 8)\n"
+            "    def forward(self, x):\n"
+            "        return p59_fanout(self.fc(x))\n"
+            "torch.manual_seed(0)\n"
+            "p59_net = P59().to(DEVICE)\n"
+            "p59_x = torch.randn(4, 8, device=DEVICE)\n"
+            "p59_opt = torch.optim.SGD(p59_net.parameters(), lr=0.1)",
+            "def p59_step():\n"
+            "    p59_opt.zero_grad()\n"
+            "    p59_net(p59_x).sum().backward()\n"
+            "    p59_opt.step()\n"
+            "for _ in range(3):\n"
+            "    tp_try(p59_step)\n"
+            "print(tp_hash(p59_net))",
+        ),
+        model="p59_net",
+    ),
 )
