@@ -240,4 +240,36 @@ USAGE: tuple[Probe, ...] = (
         ),
         model="p59_net",
     ),
+    Probe(
+        # a physics-informed network: its own forward takes derivatives with torch.func.grad
+        # and jacrev (through a method), which refuse to start under saved-tensor hooks
+        "torch_func_inside_forward",
+        (
+            "from torch.func import jacrev as p60_jacrev\n"
+            "class P60(nn.Module):\n"
+            "    def __init__(self):\n"
+            "        super().__init__()\n"
+            "        self.u = nn.Sequential(nn.Linear(2, 16), nn.Tanh(), nn.Linear(16, 1))\n"
+            "    def _jac(self, xy):\n"
+            "        return p60_jacrev(lambda p: self.u(p).sum())(xy)\n"
+            "    def forward(self, xy):\n"
+            "        du = torch.func.grad(lambda p: self.u(p).sum())(xy)\n"
+            "        return self.u(xy), du, self._jac(xy)\n"
+            "torch.manual_seed(0)\n"
+            "p60_net = P60().to(DEVICE)\n"
+            "p60_xy = torch.randn(16, 2, device=DEVICE)\n"
+            "p60_opt = torch.optim.Adam(p60_net.parameters(), lr=1e-2)",
+            "def p60_step():\n"
+            "    p60_opt.zero_grad()\n"
+            "    u, du, j = p60_net(p60_xy)\n"
+            "    loss = u.square().mean() + (du - 1).square().mean() + j.square().mean()\n"
+            "    loss.backward()\n"
+            "    p60_opt.step()\n"
+            "    return f'{loss.item():.6f}'\n"
+            "for _ in range(3):\n"
+            "    tp_try(p60_step)\n"
+            "print(tp_hash(p60_net))",
+        ),
+        model="p60_net",
+    ),
 )

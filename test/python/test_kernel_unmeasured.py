@@ -1,5 +1,6 @@
 """Where measuring would change the program, model insight does not measure, and says so in
-the panel (a ``notice``), once: a forward inside a torch.func transform, a compiled model."""
+the panel (a ``notice``), once: a forward inside a torch.func transform, a compiled model, a
+model whose own forward calls a transform that refuses saved-tensor hooks."""
 
 from __future__ import annotations
 
@@ -98,3 +99,38 @@ def test_a_note_is_said_after_a_cell_that_changed_nothing_else(
     k.run_ok("with torch.autograd.graph.save_on_cpu():\n    big(x).sum().backward()", "hooked")
     _wait_notice(k, "saved_tensors_hooks")
     assert len([n for n in _notices(k, stream, start) if "saved_tensors_hooks" in n]) == 1
+
+
+PINN = """
+class PINN(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(2, 16), nn.Tanh(), nn.Linear(16, 1))
+    def forward(self, xy):
+        u = self.net(xy)
+        du = torch.func.grad(lambda p: self.net(p).sum())(xy)  # refuses saved-tensor hooks
+        return u, du
+pinn = PINN()
+u, du = pinn(torch.randn(8, 2))
+(u.square().mean() + du.square().mean()).backward()
+"""
+
+
+def test_a_forward_that_calls_torch_func_grad_runs_and_is_said(
+    fresh_stream_kernel: tuple[KernelHarness, Any],
+) -> None:
+    """Measuring it would make ``torch.func.grad`` raise inside the user's forward: it runs as
+    in a plain kernel, is not measured, and the panel says why, once."""
+    k, stream = fresh_stream_kernel
+    k.run_ok("import torch\nfrom torch import nn", "setup")
+    start = len(k.iopub)
+    k.run_ok(PINN, "pinn")
+    assert k.eval("all(p.grad is not None for p in pinn.parameters())") is True
+    k.run_ok("u, du = pinn(torch.randn(8, 2))\n(u.sum() + du.sum()).backward()", "again")
+    _wait_notice(k, "torch.func.grad")
+    k.run_ok("pass", "idle")
+    k.comm_data(stream, "cell")
+    assert [n for n in _notices(k, stream, start) if "torch.func" in n] == [
+        "model insight: a forward of PINN that calls torch.func.grad/vjp/jacrev/hessian"
+        " is not measured"
+    ]

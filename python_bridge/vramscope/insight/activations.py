@@ -11,8 +11,9 @@ How it works
   the model's pre-hook and removes them in its forward hook (``always_call=True``: also when
   the forward raises). They are thread-local and main-thread only; a forward is never
   measured inside a ``torch.func`` transform, a region Dynamo traces, under saved-tensor
-  hooks of the user's own (``save_on_cpu``...) or while saved-tensor hooks are disabled: it
-  is then skipped, and :attr:`ActivationTracker.unmeasured` says why.
+  hooks of the user's own (``save_on_cpu``...), while saved-tensor hooks are disabled, or
+  when the model's own code calls a ``torch.func`` transform that refuses saved-tensor hooks
+  (transforms.py): it is then skipped, and :attr:`ActivationTracker.unmeasured` says why.
 * The pack hook hands autograd a :class:`.saved.Saved` (the tensor as autograd keeps it and
   its version; unpack raises autograd's own error if it was modified in place). It counts the
   tensor's storage (``(device, untyped_storage().data_ptr())``) once, however many ops save
@@ -54,6 +55,7 @@ from .forward_hooks import ForwardHooks
 from .ledger import LayerStat, SavedLedger
 from .roots import RootWatch
 from .signature import Signature, reason_to_measure, signature
+from .transforms import calls_refusing_transform
 
 
 def fingerprint(ids: Iterable[int]) -> tuple[int, int]:
@@ -265,6 +267,9 @@ class ActivationTracker(ForwardHooks):
             if any(map(is_compiled, tree)):
                 # Dynamo would trace the hooks in, and compile again when they come out
                 why_not = "with a compiled submodule (torch.compile)"
+            elif calls_refusing_transform(tree):
+                # torch.func.grad/vjp/jacrev/hessian refuse to start under saved-tensor hooks
+                why_not = "that calls torch.func.grad/vjp/jacrev/hessian"
         if why_not is not None:
             self.unmeasured = why_not
             self._note(f"a forward of {type(module).__name__} {why_not} is not measured")
