@@ -75,12 +75,8 @@ class AfterReply:
         self._jobs.append((key, job))
         if not self._flushing:  # a job queuing more work is not a cell ending
             self._queued_at = time.monotonic()
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
+        if not self._schedule(self._delay_s):
             self.flush()  # no loop to run it later (a plain IPython shell): at once
-            return
-        self._schedule(self._delay_s)
 
     def flush(self, keep_keyed: bool = False) -> None:
         """Run the queued work now (a cell is about to start): unkeyed work first, oldest
@@ -116,19 +112,21 @@ class AfterReply:
             except Exception as exc:
                 self._on_error(exc)
 
-    def _schedule(self, delay_s: float) -> None:
+    def _schedule(self, delay_s: float) -> bool:
         """The callback in ``delay_s``, on the running loop, unless one is due there already
         (one on a loop that no longer runs, as IPython's for a cell with a top-level
-        ``await`` in a terminal, is replaced). Without a running loop: nothing."""
+        ``await`` in a terminal, is replaced). False, and nothing done, without a running
+        loop."""
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
-            return
+            return False
         if self._handle is not None and self._loop is loop:
-            return
+            return True
         self._cancel_callback()
         self._handle = loop.call_later(delay_s, self._fire)
         self._loop = loop
+        return True
 
     def discard(self) -> None:
         """Drop the queued work (the bridge is being unloaded)."""

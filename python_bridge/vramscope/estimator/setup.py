@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..dtype_names import dtype_name
+
 
 @dataclass(frozen=True)
 class MeasuredSetup:
@@ -29,10 +31,6 @@ class MeasuredSetup:
     optimizer_class: str | None = None
     #: bytes of its state per parameter of the model; None before its first step
     optimizer_state_bytes_per_param: float | None = None
-
-
-def _dtype_name(dtype: Any) -> str:
-    return str(dtype).replace("torch.", "")
 
 
 def implied_precision(param_dtype: str | None, activation_dtype: str | None) -> str | None:
@@ -73,7 +71,7 @@ def _measure(
     counts: Counter[str] = Counter()
     for p in params:
         if p.is_floating_point():
-            counts[_dtype_name(p.dtype)] += int(p.numel())
+            counts[dtype_name(p.dtype)] += int(p.numel())
     param_dtype = counts.most_common(1)[0][0] if counts else None
     precision = implied_precision(param_dtype, activation_dtype)
     found = _find_optimizer(params, namespace)

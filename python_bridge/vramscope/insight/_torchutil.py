@@ -50,6 +50,12 @@ def storage_cache() -> Iterator[None]:
         _CACHE = None
 
 
+def storage_key(t: torch.Tensor, ptr: int) -> StorageKey:
+    """The key of ``t``'s storage, which starts at ``ptr``: ``(device id, data_ptr)``
+    (``is_cpu`` read first: no device object made for the common case)."""
+    return ("cpu" if t.is_cpu else device_id(t.device), ptr)
+
+
 def storage_info(t: torch.Tensor) -> StorageInfo:
     """The storage key and storage byte size of a tensor, or None (sparse, fake, meta...)."""
     cache = _CACHE
@@ -60,7 +66,7 @@ def storage_info(t: torch.Tensor) -> StorageInfo:
     try:
         storage = t.untyped_storage()
         ptr = storage.data_ptr()
-        info: StorageInfo = None if ptr == 0 else ((device_id(t.device), ptr), storage.nbytes())
+        info: StorageInfo = None if ptr == 0 else (storage_key(t, ptr), storage.nbytes())
     except Exception:
         info = None
     if cache is not None:
@@ -123,7 +129,7 @@ def _add_keys(keys: set[StorageKey], tensors: Iterable[Optional[torch.Tensor]]) 
         try:
             ptr = t.untyped_storage().data_ptr()
             if ptr:
-                keys.add(("cpu" if t.is_cpu else device_id(t.device), ptr))
+                keys.add(storage_key(t, ptr))
         except Exception:  # sparse, fake, meta...: no storage to exclude
             continue
 

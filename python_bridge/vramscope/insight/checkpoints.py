@@ -52,16 +52,9 @@ def frame_saving_inputs(caller: types.FrameType) -> Optional[Any]:
     return None
 
 
-def in_region(top: Any = None) -> bool:
-    """A checkpointed region's forward is running on this thread (``top``: the thread's
-    top saved-tensor hooks, when the caller read them)."""
-    if top is None:
-        try:
-            top = torch._C._autograd._top_saved_tensors_default_hooks(False)
-        except Exception:
-            return False
-    if top is None:
-        return False
+def in_region(top: tuple[Any, Any]) -> bool:
+    """A checkpointed region's forward is running on this thread (``top``: the thread's top
+    saved-tensor hooks, ``torch._C._autograd._top_saved_tensors_default_hooks(False)``)."""
     return _HOOK_QUALNAME in getattr(top[0], "__qualname__", "")
 
 

@@ -255,12 +255,13 @@ class InsightEngine:
         breakdown = None
         if kept is not None:
             breakdown = finish_breakdown(kept.claims, live, self._total_fn)
-            if after_cell and memory_moved(totals(breakdown), kept):
+            now = totals(breakdown) if after_cell else None
+            if now is not None and memory_moved(now, kept):
                 kept = None
             elif not self._refill(kept):
                 kept = None  # the reported model's modules changed: walk it again
-            elif after_cell:
-                kept.checked = totals(breakdown)
+            elif now is not None:
+                kept.checked = now
         if kept is None:
             if after_cell:
                 self._scan = None  # a holders scan goes on only over unchanged models

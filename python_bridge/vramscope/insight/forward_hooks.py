@@ -19,7 +19,7 @@ import torch
 from torch.utils._pytree import tree_leaves
 
 from . import checkpoints, saved
-from ._torchutil import StorageKey, device_id, module_tree, own_storage_keys
+from ._torchutil import StorageKey, module_tree, own_storage_keys, storage_key
 from .ledger import OUTSIDE, SavedLedger
 
 # Called for every module call and every saved tensor of a measured forward: looked up once.
@@ -27,8 +27,7 @@ _is_compiling = torch.compiler.is_compiling
 _graph_task_id = torch._C._current_graph_task_id
 _top_hooks = torch._C._autograd._top_saved_tensors_default_hooks
 _NoTorchFunction = torch._C.DisableTorchFunction
-_mode_enabled = torch._C._is_torch_function_mode_enabled
-_Tensor = torch.Tensor
+_unseen = saved.unseen
 _get_ident = threading.get_ident
 _getframe = sys._getframe
 
@@ -156,7 +155,7 @@ class ForwardHooks:
             caller: Any = _getframe(1)
         except ValueError:  # a thread without a Python frame (torch.jit.fork's, autograd's)
             caller = None
-        if type(t) is _Tensor and not _mode_enabled():
+        if _unseen(t):
             return self._packed(t, caller)  # a plain tensor, no mode: nothing to hide
         with _NoTorchFunction():  # unseen by tensor subclasses and modes
             return self._packed(t, caller)
@@ -183,7 +182,7 @@ class ForwardHooks:
         ptr = storage.data_ptr()
         if ptr == 0:
             return
-        key = ("cpu" if t.is_cpu else device_id(t.device), ptr)  # is_cpu: no device object
+        key = storage_key(t, ptr)
         if key in self._excluded:
             return
         stack = self._stack

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from ..dtype_names import dtype_name
 from ._torchutil import StorageKey
 
 OUTSIDE = 0  # owner id of storages saved outside any module
@@ -46,17 +47,6 @@ class _Saved:
         self.dtype = dtype  # of the first tensor saved on it ("float32", "bfloat16"...)
         self.epoch = epoch  # the measured forward (count) that saved it first
         self.last_epoch = epoch  # ... and last (an input every forward saves: the newest)
-
-
-_DTYPE_NAMES: dict[Any, str] = {}
-
-
-def dtype_name(dtype: Any) -> str:
-    """``torch.bfloat16`` -> ``"bfloat16"`` (cached: read for every storage saved)."""
-    name = _DTYPE_NAMES.get(dtype)
-    if name is None:
-        name = _DTYPE_NAMES[dtype] = str(dtype).replace("torch.", "")
-    return name
 
 
 def _copy_into(by_dtype: dict[str, int], stat: LayerStat) -> None:

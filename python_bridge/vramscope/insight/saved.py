@@ -96,9 +96,15 @@ def pack(t: torch.Tensor) -> Saved:
 _mode_enabled = torch._C._is_torch_function_mode_enabled
 
 
+def unseen(t: torch.Tensor) -> bool:
+    """Reading ``t`` calls no ``__torch_function__``: a plain tensor and no torch-function
+    mode, so the bridge's reads need no ``DisableTorchFunction`` to stay unseen."""
+    return type(t) is torch.Tensor and not _mode_enabled()
+
+
 def unpack(saved: Saved) -> torch.Tensor:
     t = saved.tensor
-    if type(t) is torch.Tensor and not _mode_enabled():  # nothing to hide the read from
+    if unseen(t):  # nothing to hide the read from
         version = t._version
     else:
         with torch._C.DisableTorchFunction():  # unseen by tensor subclasses and modes
