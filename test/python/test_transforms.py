@@ -3,8 +3,11 @@ hooks (their forward is not measured, so that it runs as in a plain kernel)."""
 
 from __future__ import annotations
 
+import functools
+import warnings
 from typing import Any
 
+import pytest
 import torch
 import torch.func as tfunc
 from torch import nn
@@ -89,6 +92,90 @@ class ComputedName(nn.Module):
         return getattr(torch.func, "gr" + "ad")(lambda p: p.sum())(x)
 
 
+@torch.func.grad
+def _decorated(p: torch.Tensor) -> Any:
+    return p.square().sum()
+
+
+_jacobian_of_sin = torch.func.hessian(lambda p: p.sin().sum())
+
+
+class ByTransformedFunction(nn.Module):
+    """A function a transform made at module level (a decorator, or ``f = grad(g)``)."""
+
+    def forward(self, x: torch.Tensor) -> Any:
+        return _decorated(x) + _jacobian_of_sin(x).sum()
+
+
+class _JacobianMixin:
+    def jacobian(self, x: torch.Tensor) -> Any:
+        return torch.func.jacrev(torch.sin)(x)
+
+
+class ByMixinAfterModule(nn.Module, _JacobianMixin):
+    def forward(self, x: torch.Tensor) -> Any:
+        return self.jacobian(x)
+
+
+class ByDescriptors(nn.Module):
+    vjp_of_sin = functools.partial(torch.func.vjp, torch.sin)
+
+    @staticmethod
+    def by_static(x: torch.Tensor) -> Any:
+        return torch.func.grad(torch.sum)(x)
+
+    def forward(self, x: torch.Tensor) -> Any:
+        return self.by_static(x)
+
+
+class ByProperty(nn.Module):
+    @property
+    def derivative(self) -> Any:
+        return torch.func.jacrev(torch.sin)
+
+    def forward(self, x: torch.Tensor) -> Any:
+        return self.derivative(x)
+
+
+class ByCachedProperty(nn.Module):
+    @functools.cached_property
+    def derivative(self) -> Any:
+        return torch.func.jacrev(torch.sin)
+
+    def forward(self, x: torch.Tensor) -> Any:
+        return self.derivative(x)
+
+
+def _far(x: torch.Tensor) -> Any:
+    return _farther(x)
+
+
+def _farther(x: torch.Tensor) -> Any:
+    return torch.func.grad(torch.sum)(x)
+
+
+def _a(x: torch.Tensor) -> Any:
+    return _b(x)
+
+
+def _b(x: torch.Tensor) -> Any:
+    return _c(x)
+
+
+def _c(x: torch.Tensor) -> Any:
+    return _far(x)
+
+
+class ByHelperReachedTwice(nn.Module):
+    """``_far`` is first reached with no depth left (through ``first``), then from forward."""
+
+    def first(self, x: torch.Tensor) -> Any:
+        return _a(x)
+
+    def forward(self, x: torch.Tensor) -> Any:
+        return _far(x)
+
+
 def test_each_way_of_calling_a_refusing_transform_is_seen() -> None:
     for cls in (
         ByAttribute,
@@ -97,8 +184,47 @@ def test_each_way_of_calling_a_refusing_transform_is_seen() -> None:
         ByMethod,
         ByHelperTwoCallsDeep,
         _closure_class(),
+        ByTransformedFunction,
+        ByMixinAfterModule,
+        ByDescriptors,
+        ByProperty,
+        ByCachedProperty,
+        ByHelperReachedTwice,
     ):
         assert _refuses(cls()), cls.__name__
+
+
+def test_functorchs_own_names_are_seen_and_reading_them_warns_nothing() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        functorch = pytest.importorskip("functorch")
+
+    class ByFunctorch(nn.Module):
+        def forward(self, x: torch.Tensor) -> Any:
+            return functorch.vjp(torch.sin, x)[0]
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        assert _refuses(ByFunctorch())
+    assert seen == []
+
+
+grad = torch.func.grad  # a global named like a local below
+
+
+def jacobian(f: Any, x: torch.Tensor) -> Any:  # a helper named like an attribute below
+    return torch.func.jacrev(f)(x)
+
+
+class LocalsAndAttributesNamedLikeTransforms(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.func = nn.Linear(3, 3)
+
+    def forward(self, x: torch.Tensor) -> Any:
+        grad = self.func(x)  # a local, captured by the lambda: not the global
+        (dx,) = torch.autograd.grad(grad.sum(), x, create_graph=True)
+        return (lambda: grad + dx)() + torch.autograd.functional.jacobian(torch.sin, x).sum()
 
 
 def test_models_that_call_none_are_measured() -> None:
@@ -107,6 +233,27 @@ def test_models_that_call_none_are_measured() -> None:
     assert not _refuses(ForwardModeOnly())
     assert not _refuses(NamesAlikeNoTransform())
     assert not _refuses(ComputedName())
+    assert not _refuses(LocalsAndAttributesNamedLikeTransforms())
+
+
+def test_a_helper_rebound_or_a_forward_replaced_is_read_again() -> None:
+    """As in a notebook: a later cell redefines the helper a model calls, or its forward."""
+    namespace: dict[str, Any] = {"torch": torch, "nn": nn, "__name__": "cells"}
+    exec(
+        "def helper(x):\n    return x * 2\n"
+        "class Net(nn.Module):\n"
+        "    def forward(self, x):\n        return helper(x)\n",
+        namespace,
+    )
+    net = namespace["Net"]()
+    assert not _refuses(net) and not _refuses(net)  # the second answer from the cache
+    exec("def helper(x):\n    return torch.func.grad(torch.sum)(x)\n", namespace)
+    assert _refuses(net)
+    exec("def helper(x):\n    return x\n", namespace)
+    assert not _refuses(net)
+    exec("def _forward(self, x):\n    return torch.func.jacrev(torch.sin)(x)\n", namespace)
+    namespace["Net"].forward = namespace["_forward"]
+    assert _refuses(net)
 
 
 def test_a_refusing_submodule_anywhere_in_the_tree_is_enough() -> None:
