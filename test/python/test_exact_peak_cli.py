@@ -1,8 +1,8 @@
 """``vramscope profile`` gates on exact CPU peaks (issue 21): an unchanged notebook profiled
-three times gives every armed cell's peak within 1% of the others and of an independent
-counter, a re-run ``torch.ones`` cell its +16 MiB, and no baseline alarm at 5%; the summary
-and the CSV say which peaks are exact and which sampled. (20 runs by hand, of this notebook and
-of an outside one: bench/exact_peak_runs.py, bench/RESULTS.md.)
+three times gives every armed cell's peak within 1% (8 KiB for a small cell) of the others
+and of an independent counter, a re-run ``torch.ones`` cell its +16 MiB, and no baseline
+alarm at 5%; the summary and the CSV say which peaks are exact and which sampled. (20 runs
+by hand, of this notebook and of an outside one: bench/exact_peak_runs.py, bench/RESULTS.md.)
 
 The independent counter (alloc_counter.py) runs the same cells in a plain kernel (no vramscope)
 with malloc itself counting its in-use bytes at every malloc and free: the most the allocator
@@ -116,18 +116,19 @@ def test_rerun_cell_peaks_at_16_mib_in_every_run(runs: Runs) -> None:
 
 def test_cells_peak_as_the_independent_counter_and_repeat(runs: Runs) -> None:
     """Every cell that allocates (the tensors, the model, the first Adam steps, the steady
-    state) within 1% of the counter and of the other runs."""
+    state) within 1% (8 KiB for the small cell) of the counter and of the other runs."""
     for index in range(1, len(CELLS)):
         peaks = [_cpu(r, index)["peak_delta_bytes"] for r in runs.reports]
         assert all(_cpu(r, index)["peak_source"] == "exact" for r in runs.reports)
         truth = runs.truth[index]
         assert truth >= 100 * 1024, (index, runs.truth)  # the cells really allocate
-        assert max(peaks) - min(peaks) <= 0.01 * min(peaks), (index, peaks)
         # within 1%, or 8 KiB for the small cell: both counts are the process's, and the
         # kernels' other threads (IPython's history writer, the IOPub thread sending the
         # last cell's output) allocate a few KiB at times (a CI run: 4.2 KiB in the counter's
-        # kernel, every profile agreeing to the byte)
+        # kernel, every profile agreeing to the byte; another: one profile's small cell
+        # 1.6 KiB above the other two, 1.4% of its 118 KiB)
         slack = max(0.01 * truth, 8 * 1024)
+        assert max(peaks) - min(peaks) <= slack, (index, peaks)
         assert all(abs(peak - truth) <= slack for peak in peaks), (index, peaks, truth)
     assert runs.truth[STEADY] > 10 * MIB  # the steady-state cell really trains
 
