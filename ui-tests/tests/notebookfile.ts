@@ -39,6 +39,17 @@ export async function openNotebookFile(
 ): Promise<void> {
   watchDebugRequests(page);
   await page.contents.uploadContent(notebookJson(sources), 'text', path);
+  await openDocument(page, path);
+}
+
+/**
+ * Open the notebook at `path` (JupyterLab's `docmanager:open`, as the file browser does);
+ * resolves once it is the current widget and its kernel session exists.
+ */
+export async function openDocument(
+  page: IJupyterLabPageFixture,
+  path: string
+): Promise<void> {
   await page.evaluate(async path => {
     await (window as any).jupyterapp.commands.execute('docmanager:open', {
       path,
@@ -55,4 +66,9 @@ export async function openNotebookFile(
       { timeout: 60_000 }
     )
     .toBe(`${path}:true`);
+}
+
+/** Collapse the left sidebar (JupyterLab's shell, as View > Show Left Sidebar does). */
+export async function closeLeft(page: IJupyterLabPageFixture): Promise<void> {
+  await page.evaluate(() => (window as any).jupyterapp.shell.collapseLeft());
 }

@@ -7,7 +7,7 @@
 import { expect, IJupyterLabPageFixture } from '@jupyterlab/galata';
 
 import { openPanel, rows, runCode, test } from './lab';
-import { openNotebookFile } from './notebookfile';
+import { closeLeft, openNotebookFile } from './notebookfile';
 
 /**
  * A new notebook `dir`/`name` (written through the contents API, so it keeps its name and
@@ -19,7 +19,7 @@ async function newNotebook(
   name: string
 ): Promise<void> {
   await openNotebookFile(page, `${dir}/${name}`, ['']);
-  await page.sidebar.close('left');
+  await closeLeft(page);
   await openPanel(page);
   await expect(
     page.locator('#vramscope-panel .vramscope-Status')

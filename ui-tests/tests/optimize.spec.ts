@@ -14,7 +14,14 @@ import {
   runCode,
   test
 } from './lab';
-import { debuggerAnswered, panelBuilt, ROOT, screenshotPath } from './utils';
+import { closeLeft, openDocument } from './notebookfile';
+import {
+  debuggerAnswered,
+  panelBuilt,
+  ROOT,
+  screenshotPath,
+  watchDebugRequests
+} from './utils';
 
 /**
  * The Optimize section (issue 10) on the real demo notebook: run it up to its training loop,
@@ -43,8 +50,9 @@ test.describe('Optimize (issue 10)', () => {
       path.join(ROOT, 'examples', 'demo.ipynb'),
       `${tmpPath}/demo.ipynb`
     );
-    await page.notebook.openByPath(`${tmpPath}/demo.ipynb`);
-    await page.sidebar.close('left');
+    watchDebugRequests(page);
+    await openDocument(page, `${tmpPath}/demo.ipynb`);
+    await closeLeft(page);
     await openPanel(page); // the right sidebar at its default width
     const panel = page.locator('#vramscope-panel');
     await expect(panel.locator('.vramscope-Status')).toHaveAttribute(
