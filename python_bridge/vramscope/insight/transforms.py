@@ -141,14 +141,16 @@ def _class_calls(cls: type) -> bool:
     return entry.refuses
 
 
+def _not_users(klass: type) -> bool:
+    """``object`` or a class of torch's own: its code is not read."""
+    module = getattr(klass, "__module__", "") or ""
+    return klass is object or module == "torch" or module.startswith("torch.")
+
+
 def _own_classes(cls: type) -> Iterator[type]:
     """The classes of ``cls``'s MRO whose code is the user's (torch's own left out; a mixin
     after ``nn.Module`` included)."""
-    for klass in cls.__mro__:
-        module = getattr(klass, "__module__", "") or ""
-        if klass is object or module == "torch" or module.startswith("torch."):
-            continue
-        yield klass
+    return (klass for klass in cls.__mro__ if not _not_users(klass))
 
 
 def _stamp(cls: type) -> tuple[Any, ...]:
@@ -183,8 +185,7 @@ def _method_calls(scan: _Scan, name: str, depth: int) -> bool:
         attr = klass.__dict__.get(name, _MISSING)
         if attr is _MISSING:
             continue
-        module = getattr(klass, "__module__", "") or ""
-        if klass is object or module == "torch" or module.startswith("torch."):
+        if _not_users(klass):
             return False
         return any(_refuses(obj, scan, depth, method=True) for obj in _unwrapped(attr))
     return False
