@@ -23,41 +23,6 @@ test.describe('per-cell memory (issue 2)', () => {
   );
 
   /**
-   * A new notebook on the Python kernel: a 64 MiB tensor reads `+64.0 MiB` in the cell
-   * footer and in the panel's cell table.
-   */
-  test('a 64 MiB tensor shows +64.0 MiB in the footer and the panel', async ({
-    page
-  }) => {
-    await newNotebookWithPanel(page, 'memory.ipynb');
-    await expandSection(page.locator('#vramscope-panel'), 'Devices');
-    await expect(
-      page.locator('#vramscope-panel .vramscope-Device[data-device-id="cpu"]')
-    ).toBeVisible();
-
-    // torch's import and first operation allocate by themselves: do them first, then measure
-    // the tensor alone.
-    await runCode(page, 0, IMPORT_TORCH);
-    await runCode(
-      page,
-      1,
-      'x = torch.ones(16 * 1024 * 1024)  # 64 MiB of float32'
-    );
-    const footer = (await page.notebook.getCellLocator(1))!.locator(
-      '.vramscope-CellFooter-text'
-    );
-    await expect(footer).toContainText('+64.0 MiB');
-    await expect(
-      rows(page).and(page.locator('[data-execution-count="2"]'))
-    ).toContainText('+64.0 MiB');
-
-    await runCode(page, 2, 'del x');
-    await expect(
-      rows(page).and(page.locator('[data-execution-count="3"]'))
-    ).toContainText('-64.0 MiB');
-  });
-
-  /**
    * After a kernel restart (dialog accepted) the panel reconnects, keeps the history from
    * before the restart and measures the new kernel's cells.
    */
@@ -100,14 +65,26 @@ test.describe('per-cell memory (issue 2)', () => {
   });
 
   /**
-   * The footer values are stored in the cell metadata: saved, closed (its session gone) and
-   * reopened, the notebook shows them again before anything runs.
+   * A new notebook on the Python kernel, one page and kernel for the whole story: a 64 MiB
+   * tensor reads `+64.0 MiB` in the cell footer and in the panel's cell table, a short
+   * training loop, the tensor freed (`-64.0 MiB`); the README's screenshot
+   * (docs/images/panel.png, overwritten on every run) with the panel open next to the
+   * notebook; then the footers, stored in the cell metadata, saved, the notebook closed (its
+   * session gone) and reopened: it shows them again before anything runs.
    */
-  test('footers are saved in the notebook and shown again when it is reopened', async ({
+  test('footers and panel rows, the screenshot, then saved and shown again when reopened', async ({
     page,
     tmpPath
   }) => {
-    await newNotebookWithPanel(page, 'persist.ipynb');
+    await page.setViewportSize({ width: 1400, height: 1000 });
+    await newNotebookWithPanel(page, 'tour.ipynb');
+    await expandSection(page.locator('#vramscope-panel'), 'Devices');
+    await expect(
+      page.locator('#vramscope-panel .vramscope-Device[data-device-id="cpu"]')
+    ).toBeVisible();
+    await expandSection(page.locator('#vramscope-panel'), 'Devices', false); // as it was
+    // torch's import and first operation allocate by themselves: do them first, then measure
+    // the tensor alone.
     await runCode(page, 0, IMPORT_TORCH);
     await runCode(page, 1, 'x = torch.ones(16 * 1024 * 1024)  # 64 MiB');
     const footer = () =>
@@ -115,49 +92,9 @@ test.describe('per-cell memory (issue 2)', () => {
         .getCellLocator(1)
         .then(cell => cell!.locator('.vramscope-CellFooter-text'));
     await expect(await footer()).toContainText('+64.0 MiB');
-    await page.notebook.save();
-
-    // On disk: the cell's metadata carries the record (bytes exactly 64 MiB).
-    const stored = await page.evaluate(async path => {
-      const app = (window as any).jupyterapp;
-      const model = await app.serviceManager.contents.get(path);
-      return model.content.cells[1].metadata.vramscope;
-    }, `${tmpPath}/persist.ipynb`);
-    expect(stored.execution_count).toBe(2);
-    expect(stored.devices.cpu.delta_bytes).toBeGreaterThanOrEqual(
-      0.99 * 64 * 2 ** 20
-    );
-    expect(stored.devices.cpu.delta_bytes).toBeLessThanOrEqual(
-      1.01 * 64 * 2 ** 20
-    );
-
-    await page.evaluate(() => {
-      void (window as any).jupyterapp.commands.execute(
-        'notebook:close-and-shutdown'
-      );
-    });
-    await page.locator('.jp-Dialog .jp-mod-accept').click();
-    await expect(page.locator('.jp-NotebookPanel')).toHaveCount(0);
-    await page.evaluate(async path => {
-      await (window as any).jupyterapp.commands.execute('docmanager:open', {
-        path
-      });
-    }, `${tmpPath}/persist.ipynb`);
-    await expect(page.locator('.jp-NotebookPanel')).toHaveCount(1);
-    await expect(await footer()).toContainText('+64.0 MiB');
-    // ... shown from the metadata: the new session has recorded no cell
-    await expect(rows(page)).toHaveCount(0);
-  });
-
-  /**
-   * The README's screenshot (docs/images/panel.png, overwritten on every run): a tensor, a
-   * short training loop and a freed tensor, with the panel open next to the notebook.
-   */
-  test('screenshot of the panel next to a notebook', async ({ page }) => {
-    await page.setViewportSize({ width: 1400, height: 1000 });
-    await newNotebookWithPanel(page, 'tour.ipynb');
-    await runCode(page, 0, IMPORT_TORCH);
-    await runCode(page, 1, 'x = torch.ones(16 * 1024 * 1024)  # 64 MiB');
+    await expect(
+      rows(page).and(page.locator('[data-execution-count="2"]'))
+    ).toContainText('+64.0 MiB');
     await runCode(
       page,
       2,
@@ -174,6 +111,9 @@ test.describe('per-cell memory (issue 2)', () => {
       ].join('\n')
     );
     await runCode(page, 3, 'del x');
+    await expect(
+      rows(page).and(page.locator('[data-execution-count="4"]'))
+    ).toContainText('-64.0 MiB');
     await expect(rows(page)).toHaveCount(4);
     // The live views have caught up: four cell bands drawn and the model picked.
     await expect
@@ -186,5 +126,38 @@ test.describe('per-cell memory (issue 2)', () => {
       page.locator('#vramscope-panel .vramscope-Insight-model')
     ).toContainText('model · Sequential');
     await page.screenshot({ path: SCREENSHOT });
+
+    // Saved: on disk, the cell's metadata carries the record (bytes exactly 64 MiB).
+    await page.notebook.save();
+    const stored = await page.evaluate(async path => {
+      const app = (window as any).jupyterapp;
+      const model = await app.serviceManager.contents.get(path);
+      return model.content.cells[1].metadata.vramscope;
+    }, `${tmpPath}/tour.ipynb`);
+    expect(stored.execution_count).toBe(2);
+    expect(stored.devices.cpu.delta_bytes).toBeGreaterThanOrEqual(
+      0.99 * 64 * 2 ** 20
+    );
+    expect(stored.devices.cpu.delta_bytes).toBeLessThanOrEqual(
+      1.01 * 64 * 2 ** 20
+    );
+
+    // Closed with its kernel, then reopened: the footer is back before anything runs.
+    await page.evaluate(() => {
+      void (window as any).jupyterapp.commands.execute(
+        'notebook:close-and-shutdown'
+      );
+    });
+    await page.locator('.jp-Dialog .jp-mod-accept').click();
+    await expect(page.locator('.jp-NotebookPanel')).toHaveCount(0);
+    await page.evaluate(async path => {
+      await (window as any).jupyterapp.commands.execute('docmanager:open', {
+        path
+      });
+    }, `${tmpPath}/tour.ipynb`);
+    await expect(page.locator('.jp-NotebookPanel')).toHaveCount(1);
+    await expect(await footer()).toContainText('+64.0 MiB');
+    // ... shown from the metadata: the new session has recorded no cell
+    await expect(rows(page)).toHaveCount(0);
   });
 });

@@ -37,8 +37,15 @@ export const test = galataTest.extend<
       urls.length ? urls[testInfo.parallelIndex % urls.length] : baseURL
     );
   },
+  // Closed only once its kernel connections have settled. An override, not part of the auto
+  // fixture below: a test that never asks for `page` (a report opened in a bare browser
+  // page) loads no JupyterLab.
+  page: async ({ page }, use) => {
+    await use(page);
+    await kernelsSettled(page);
+  },
   settleKernels: [
-    async ({ page, request }, use) => {
+    async ({ request }, use) => {
       // Listed before the test starts any kernel; shut down while it runs, the errors kept
       // for after it (a rejection left unhandled meanwhile would end the worker).
       const shutdowns = shutDown(request, await leftKernels(request)).then(
@@ -46,7 +53,6 @@ export const test = galataTest.extend<
         (error: unknown) => error
       );
       await use();
-      await kernelsSettled(page);
       const failed = await shutdowns;
       if (failed) {
         throw failed;
