@@ -122,3 +122,31 @@ def test_progress_bar_on_a_tty_and_lines_otherwise() -> None:
     assert plain.getvalue() == (
         "cell 1/2 [3] cpu: delta +64.0 MiB, peak +65.0 MiB (0.50 s)  step_a()\n"
     )
+
+
+def test_profile_imports_nbformat_without_the_iri_grammars(tmp_path: Any) -> None:
+    """`vramscope profile` marks ``rfc3987_syntax`` absent before nbformat (and so jsonschema)
+    is imported: its ~40 lark grammars are never compiled, and nbformat still validates."""
+    import subprocess
+    import sys
+
+    nb = tmp_path / "ok.ipynb"
+    code = (
+        "import sys\n"
+        "from vramscope.cli import _without_iri_grammars\n"
+        "_without_iri_grammars()\n"
+        "import nbformat, jsonschema\n"
+        "from nbformat.v4 import new_notebook, new_code_cell\n"
+        f"nbformat.write(new_notebook(cells=[new_code_cell('pass')]), {str(nb)!r})\n"
+        f"nbformat.validate(nbformat.read({str(nb)!r}, as_version=4))\n"
+        "bad = nbformat.v4.new_notebook(); bad.cells = [{'cell_type': 'nope'}]\n"
+        "try:\n"
+        "    nbformat.validate(bad)\n"
+        "except nbformat.ValidationError:\n"
+        "    print('invalid notebook caught')\n"
+        "print(sorted(m for m in ('lark', 'rfc3987_syntax') if sys.modules.get(m)))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    ).stdout.split("\n")
+    assert out[:2] == ["invalid notebook caught", "[]"], out

@@ -79,6 +79,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     try:
         if args.command == "compare":
             return _compare(args, out)
+        _without_iri_grammars()
         from .profile import profile
 
         return profile(args, out)
@@ -91,6 +92,21 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     except Exception as exc:  # a bug of ours: say so, distinctly from a gate
         sys.stderr.write(f"vramscope: internal error: {type(exc).__name__}: {exc}\n")
         return EXIT_INTERNAL
+
+
+def _without_iri_grammars() -> None:
+    """Spare this process ~2 s of CPU before it imports nbformat.
+
+    nbformat imports jsonschema, and jsonschema's format module imports ``rfc3987_syntax``
+    when it is installed (JupyterLab's ``jsonschema[format-nongpl]`` brings it) for the
+    optional ``iri`` format check, and that module compiles ~40 lark grammars as it is
+    imported: ~2 s of CPU before a notebook's first cell, ~5 times what the rest of this
+    process costs. Nothing here checks string formats (nbformat validates without a format
+    checker), so the module is marked as absent, for this process only (the CLI's: never a
+    kernel, whose imports are the user's), unless something imported it already.
+    """
+    if "jsonschema" not in sys.modules:
+        sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
 
 
 def _compare(args: argparse.Namespace, out: TextIO) -> int:
