@@ -126,9 +126,10 @@ test.describe('inline widget (issue 11 item 3)', () => {
     });
 
     await test.step('after a page reload it finds the session again', async () => {
-      // galata's createNew renames Untitled.ipynb through the contents API, which leaves the
-      // kernel session at the old path: a reload would then start a new kernel (that holds
-      // no widget). Point the session at the notebook, as opening widget.ipynb would.
+      // A notebook renamed after its kernel session started (galata's createNew renames
+      // Untitled.ipynb) leaves the session at the old path, and a reload would then start a
+      // new kernel (that holds no widget). newNotebookWithPanel writes widget.ipynb under its
+      // name and opens it, so this only guards: point the session at the notebook.
       await page.evaluate(async () => {
         const panel = (window as any).jupyterapp.shell.currentWidget;
         const session = panel.sessionContext.session;
