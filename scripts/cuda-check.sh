@@ -236,6 +236,9 @@ fi
 export JUPYTER_PATH=$WORK/jupyter JUPYTER_DATA_DIR=$WORK/data JUPYTER_CONFIG_DIR=$WORK/config
 export JUPYTER_RUNTIME_DIR=$WORK/runtime IPYTHONDIR=$WORK/ipython JUPYTER_PLATFORM_DIRS=1
 export PYTHONDONTWRITEBYTECODE=1 PIP_NO_INDEX=1
+# Cold kernels only (test/python/conftest.py would fork them warm from a zygote with torch
+# imported): the first run on real hardware proves the kernels users start.
+export VRAMSCOPE_COLD_KERNELS=1
 mkdir -p "$WORK/jupyter/kernels/python3"
 "$PY" - "$WORK/jupyter/kernels/python3/kernel.json" <<'EOF'
 import json, sys

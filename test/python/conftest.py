@@ -2,11 +2,33 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
+import tempfile
+from collections.abc import Callable, Iterator
 
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "warm_kernels"))
+
+_stop_warm_kernels: Callable[[], None] | None = None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Kernels started by the tests (and by the CLI and nbclient they run) come warm, forked
+    with torch imported (test/warm_kernels/zygote.py), unless VRAMSCOPE_COLD_KERNELS=1. Only
+    the main process starts the zygote: pytest-xdist's workers inherit its environment."""
+    global _stop_warm_kernels
+    if hasattr(config, "workerinput") or os.environ.get("VRAMSCOPE_COLD_KERNELS") == "1":
+        return
+    import zygote
+
+    env, _stop_warm_kernels = zygote.start(tempfile.mkdtemp(prefix="vramscope-warm-kernels-"))
+    os.environ.update(env)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _stop_warm_kernels is not None:
+        _stop_warm_kernels()
 
 
 @pytest.fixture(scope="session")

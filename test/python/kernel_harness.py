@@ -14,14 +14,20 @@ from jupyter_client.blocking.client import BlockingKernelClient
 from jupyter_client.manager import KernelManager
 
 PROTOCOL = "1.1.0"
+#: In a kernel's environment: start it cold (test/warm_kernels/launch.py)
+COLD_ENV = "VRAMSCOPE_COLD_KERNEL"
 BOOTSTRAP = '__import__("vramscope")._bootstrap()'
 
 Msg = dict[str, Any]
 
 
 class KernelHarness:
-    def __init__(self, env: dict[str, str] | None = None) -> None:
-        """``env``: variables set in the kernel's environment on top of this process's."""
+    def __init__(self, env: dict[str, str] | None = None, cold: bool = False) -> None:
+        """``env``: variables set in the kernel's environment on top of this process's.
+        ``cold``: a kernel started as the stock kernelspec starts it, never a warm one forked
+        with torch imported (test/warm_kernels/zygote.py)."""
+        if cold:
+            env = {**(env or {}), COLD_ENV: "1"}
         self.km = KernelManager(kernel_name="python3")
         self.km.start_kernel(**({"env": {**os.environ, **env}} if env else {}))
         self.kc: BlockingKernelClient = self.km.client()

@@ -17,6 +17,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import subprocess
 import sys
 from typing import NamedTuple
@@ -25,6 +26,7 @@ import nbformat
 import pytest
 
 import alloc_counter
+from kernel_harness import COLD_ENV
 from vramscope.cli.gates import check_baseline
 from vramscope.devices.cpu import load_mallinfo2
 
@@ -89,6 +91,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
+            # cold kernels, as the counted truth's (LD_PRELOAD): the import cell is measured
+            env={**os.environ, COLD_ENV: "1"},
         )
         for i in range(RUNS)
     ]

@@ -50,7 +50,7 @@ pytestmark = pytest.mark.kernel
 
 class Kernels:
     def __init__(self) -> None:
-        self.k = {"plain": KernelHarness(), "exact": KernelHarness()}
+        self.k = {"plain": KernelHarness(cold=True), "exact": KernelHarness(cold=True)}
         exact = self.k["exact"]
         for code in (BOOTSTRAP, "__import__('vramscope').settings(cpu_peak='exact')"):
             reply = exact.execute(code, silent=True)

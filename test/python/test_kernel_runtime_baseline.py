@@ -46,7 +46,7 @@ MODEL = (
 def torch_first() -> Iterator[tuple[KernelHarness, int]]:
     """A fresh kernel without vramscope, and what ``import torch`` cost there (mallinfo2
     in-use bytes, the readings right before and right after the import in one cell)."""
-    k = KernelHarness()
+    k = KernelHarness(cold=True)  # what importing torch costs
     try:
         k.run_ok(MALLINFO2)
         k.run_ok("_before = _in_use()\nimport torch\n_after = _in_use()")
@@ -74,7 +74,7 @@ def test_the_runtime_baseline_is_what_importing_torch_cost(
 ) -> None:
     truth = torch_first[1]
     assert truth > 20 * MIB  # torch's libraries and caches: tens of MiB on CPU
-    k = KernelHarness()
+    k = KernelHarness(cold=True)  # what importing torch costs
     try:
         _, control = connect(k)
         k.run_ok("import torch", "rb-import")

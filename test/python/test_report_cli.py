@@ -4,12 +4,14 @@ baseline as its own part, since the bridge loads before the notebook imports tor
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from kernel_harness import COLD_ENV
 from report_pages import PageText, exact_bytes, md_table
 from test_cli import notebook
 from vramscope.exports import load_report
@@ -41,7 +43,9 @@ def test_profile_reports_the_training_step_layers_and_the_runtime(tmp_path: Path
     outs = {s: tmp_path / f"r.{s}" for s in ("json", "html", "md")}
     exe = Path(sys.executable).with_name("vramscope")
     args = [str(exe), "profile", str(nb), *(a for p in outs.values() for a in ("-o", str(p)))]
-    proc = subprocess.run(args, capture_output=True, text=True, timeout=240)
+    # a cold kernel: the report's runtime is what importing torch in the first cell cost
+    env = {**os.environ, COLD_ENV: "1"}
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=240, env=env)
     assert proc.returncode == 0, proc.stderr
     report = load_report(outs["json"])
     # ground truth: Linear saves its input x, ReLU its output (float32), the last Linear

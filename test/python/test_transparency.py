@@ -33,7 +33,7 @@ class Kernels:
 
     def __init__(self) -> None:
         os.environ["VRAMSCOPE_TRANSPARENCY_DEVICE"] = DEVICE  # inherited by the kernels
-        self.k = {state: KernelHarness() for state in STATES}
+        self.k = {state: KernelHarness(cold=True) for state in STATES}
         for state in ("bridge", "armed"):
             harness = self.k[state]
             reply = harness.execute(BOOTSTRAP, silent=True)
