@@ -17,6 +17,9 @@ ROOT=$(pwd)
 bash scripts/setup.sh --with-browser
 export PATH="$ROOT/.venv/bin:$ROOT/node_modules/.bin:$PATH"
 export PIP_RETRIES=0
+# README's pictures show the kernels users start: cold, the bridge loaded before torch (the
+# browser tests' warm kernels, test/warm_kernels, have torch imported before it)
+export VRAMSCOPE_COLD_KERNELS=1
 
 # The specs that call screenshotPath(), optionally filtered by the arguments: README's own
 # (demo-250.png, demo-wide.png) come from demoflow.spec.ts, README's demo flow

@@ -75,7 +75,29 @@ process.env.VRAMSCOPE_NB_URL = `http://127.0.0.1:${process.env.VRAMSCOPE_NB_PORT
 const CHROMIUM_ARGS: string[] = JSON.parse(
   fs.readFileSync(path.join(__dirname, 'chromium-args.json'), 'utf8')
 );
+// Warm kernels (test/warm_kernels/zygote.py): the servers' python3 kernels are forked with
+// torch imported from a zygote that lives as long as this runner, ~4 s of CPU less a kernel.
+// Started once, in the runner: the workers inherit the environment it returns.
+if (!process.env.VRAMSCOPE_UI_WARM_KERNELS_ENV) {
+  const warm =
+    process.env.VRAMSCOPE_COLD_KERNELS === '1'
+      ? {}
+      : JSON.parse(
+          execFileSync(PYTHON, [
+            path.join(ROOT, 'test', 'warm_kernels', 'zygote.py'),
+            '--start',
+            fs.mkdtempSync(path.join(os.tmpdir(), 'vramscope-warm-kernels-')),
+            '--watch-pid',
+            String(process.pid)
+          ]).toString()
+        );
+  process.env.VRAMSCOPE_UI_WARM_KERNELS_ENV = JSON.stringify(warm);
+}
+const WARM_KERNELS_ENV: Record<string, string> = JSON.parse(
+  process.env.VRAMSCOPE_UI_WARM_KERNELS_ENV
+);
 const serverEnv = (configDir: string) => ({
+  ...WARM_KERNELS_ENV,
   PATH: `${VENV_BIN}${path.delimiter}${process.env.PATH ?? ''}`,
   VIRTUAL_ENV: path.join(ROOT, '.venv'),
   JUPYTER_CONFIG_DIR: configDir,

@@ -29,6 +29,7 @@ SOCKET_ENV = "VRAMSCOPE_WARM_KERNELS"
 #: Set to 1 in a kernel's environment for a cold kernel all the same.
 COLD_ENV = "VRAMSCOPE_COLD_KERNEL"
 #: The signals passed on to the kernel (what jupyter_client and users send a kernel).
+_pending = b""
 FORWARDED = (
     signal.SIGINT,
     signal.SIGTERM,
@@ -45,12 +46,18 @@ def cold(args: list[str]) -> None:
 
 
 def _recv_line(conn: socket.socket) -> dict[str, object] | None:
-    data = b""
+    """The next message; None at EOF. Raises socket.timeout with the socket's time-out, and
+    keeps what it read for the next call."""
+    global _pending
+    data, _pending = _pending, b""
     while not data.endswith(b"\n"):
         try:
             chunk = conn.recv(4096)
         except InterruptedError:  # pragma: no cover - PEP 475 retries
             continue
+        except socket.timeout:
+            _pending = data
+            raise
         if not chunk:
             return None
         data += chunk
@@ -95,7 +102,19 @@ def main(args: list[str]) -> int:
 
     for signum in FORWARDED:
         signal.signal(signum, forward)
-    ended = _recv_line(conn)  # {"exit": status} once the kernel has ended; EOF: it has
+    # As ipykernel's parent poller ends a cold kernel whose parent died (a server killed with
+    # its process group), so the launcher ends the warm one when it is left an orphan.
+    parent = os.getppid()
+    conn.settimeout(1.0)
+    ended = None
+    while True:
+        try:
+            ended = _recv_line(conn)  # {"exit": status} once the kernel has ended; EOF: it has
+            break
+        except socket.timeout:
+            if os.getppid() != parent:
+                forward(signal.SIGKILL, None)
+                conn.settimeout(10.0)
     code = ended.get("exit") if ended else None
     if not isinstance(code, int):
         return 1

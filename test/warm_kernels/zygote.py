@@ -21,7 +21,8 @@ cold. So is every request while this process runs a thread that the preload did 
 fork would copy a lock another thread holds).
 
 Run: ``python test/warm_kernels/zygote.py --dir DIR --watch-pid PID``. It writes the
-kernelspec to ``DIR/kernels/python3``, listens on ``DIR/zygote.sock`` and prints ``ready`` to
+kernelspecs ``DIR/kernels/python3`` and ``python3-cold`` (a cold kernel by name, for a browser
+test), listens on ``DIR/zygote.sock`` and prints ``ready`` to
 its standard output once it serves; it ends (and kills the kernels it forked that still run)
 when PID has ended or on SIGTERM, and removes DIR. ``start()`` does this for
 test/python/conftest.py, and ``--start DIR`` (which prints the environment to set) for
@@ -324,19 +325,29 @@ def _killpg(pid: int, signum: int) -> None:
             os.kill(pid, signum)
 
 
+#: The kernelspec of a cold kernel, for a notebook that needs one (the browser tests of what
+#: importing torch in a cell shows): the stock python3 kernelspec's argv.
+COLD_KERNEL = "python3-cold"
+
+
 def write_kernelspec(folder: str) -> str:
-    """``folder/kernels/python3/kernel.json`` whose argv is the launcher; returns folder."""
-    spec_dir = os.path.join(folder, "kernels", "python3")
-    os.makedirs(spec_dir, exist_ok=True)
-    spec = {
-        "argv": [sys.executable, LAUNCH, "-f", "{connection_file}"],
-        "display_name": "Python 3 (ipykernel)",
-        "language": "python",
-        "metadata": {"debugger": True},
-        "kernel_protocol_version": "5.5",
-    }
-    with open(os.path.join(spec_dir, "kernel.json"), "w") as f:
-        json.dump(spec, f, indent=1)
+    """``folder/kernels/python3/kernel.json`` whose argv is the launcher, and
+    ``folder/kernels/python3-cold`` (always cold); returns folder."""
+    for name, argv, display in (
+        ("python3", [sys.executable, LAUNCH], "Python 3 (ipykernel)"),
+        (COLD_KERNEL, [sys.executable, "-m", "ipykernel_launcher"], "Python 3 (cold)"),
+    ):
+        spec_dir = os.path.join(folder, "kernels", name)
+        os.makedirs(spec_dir, exist_ok=True)
+        spec = {
+            "argv": [*argv, "-f", "{connection_file}"],
+            "display_name": display,
+            "language": "python",
+            "metadata": {"debugger": True},
+            "kernel_protocol_version": "5.5",
+        }
+        with open(os.path.join(spec_dir, "kernel.json"), "w") as f:
+            json.dump(spec, f, indent=1)
     return folder
 
 

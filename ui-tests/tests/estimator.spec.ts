@@ -1,6 +1,7 @@
 import { expect } from '@jupyterlab/galata';
 
 import { expandSection, newNotebookWithPanel, runCode, test } from './lab';
+import { COLD_KERNEL } from './notebookfile';
 import { panelBuilt } from './utils';
 
 const NET = [
@@ -21,7 +22,8 @@ test.describe('estimator (issue 11 item 4)', () => {
   }) => {
     await page.setViewportSize({ width: 1400, height: 900 });
     // the sidebar's default width
-    await newNotebookWithPanel(page, 'estimator.ipynb', 280);
+    // a cold kernel: the first cell, `import torch`, takes long enough to be a labelled band
+    await newNotebookWithPanel(page, 'estimator.ipynb', 280, COLD_KERNEL);
     const panel = page.locator('#vramscope-panel');
     const section = panel.locator(
       '.vramscope-Section[data-section="Estimator"]'

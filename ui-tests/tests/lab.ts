@@ -239,14 +239,18 @@ export async function cellOutput(
   return (await output.allInnerTexts()).join('\n').trim();
 }
 
-/** A new notebook with the left sidebar closed and the vramscope panel open and connected. */
+/**
+ * A new notebook (kernelspec `kernel`: COLD_KERNEL for a test of what importing torch in a
+ * cell shows) with the left sidebar closed and the vramscope panel open and connected.
+ */
 export async function newNotebookWithPanel(
   page: IJupyterLabPageFixture,
   name: string,
-  panelWidth = 460
+  panelWidth = 460,
+  kernel = 'python3'
 ): Promise<Locator> {
   const dir = await page.filebrowser.getCurrentDirectory();
-  await openNotebookFile(page, dir ? `${dir}/${name}` : name, ['']);
+  await openNotebookFile(page, dir ? `${dir}/${name}` : name, [''], kernel);
   await closeLeft(page);
   await openPanel(page);
   await page.sidebar.setWidth(panelWidth, 'right');

@@ -6,8 +6,16 @@ import { expect, IJupyterLabPageFixture } from '@jupyterlab/galata';
 
 import { watchDebugRequests } from './utils';
 
-/** A python3 notebook of code cells with these sources, as .ipynb JSON. */
-export function notebookJson(sources: string[]): string {
+/**
+ * The kernelspec of a cold kernel (test/warm_kernels/zygote.py): for a test of what importing
+ * torch in a cell shows. The servers' `python3` kernels are warm, forked with torch imported,
+ * unless the run has VRAMSCOPE_COLD_KERNELS=1 (then every kernel is cold, and `python3` is it).
+ */
+export const COLD_KERNEL =
+  process.env.VRAMSCOPE_COLD_KERNELS === '1' ? 'python3' : 'python3-cold';
+
+/** A notebook (kernelspec `kernel`) of code cells with these sources, as .ipynb JSON. */
+export function notebookJson(sources: string[], kernel = 'python3'): string {
   return JSON.stringify({
     cells: sources.map(source => ({
       cell_type: 'code',
@@ -18,7 +26,7 @@ export function notebookJson(sources: string[]): string {
     })),
     metadata: {
       kernelspec: {
-        name: 'python3',
+        name: kernel,
         display_name: 'Python 3',
         language: 'python'
       }
@@ -29,16 +37,21 @@ export function notebookJson(sources: string[]): string {
 }
 
 /**
- * Write the notebook `path` with these cell sources and open it; resolves once it is the
- * current widget and its kernel session exists.
+ * Write the notebook `path` with these cell sources (on kernelspec `kernel`) and open it;
+ * resolves once it is the current widget and its kernel session exists.
  */
 export async function openNotebookFile(
   page: IJupyterLabPageFixture,
   path: string,
-  sources: string[]
+  sources: string[],
+  kernel = 'python3'
 ): Promise<void> {
   watchDebugRequests(page);
-  await page.contents.uploadContent(notebookJson(sources), 'text', path);
+  await page.contents.uploadContent(
+    notebookJson(sources, kernel),
+    'text',
+    path
+  );
   await openDocument(page, path);
 }
 

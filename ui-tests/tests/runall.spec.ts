@@ -8,6 +8,7 @@ import {
   setCode,
   test
 } from './lab';
+import { COLD_KERNEL } from './notebookfile';
 import { panelBuilt } from './utils';
 
 /** Issue 12 item 10: exactly these cells, run with Run All in a fresh kernel. */
@@ -46,7 +47,13 @@ test.describe('Run All: a cell reads exactly its own memory (issue 12 item 10)',
     test(`the 64 MiB cell shows +64.0 MiB (fresh kernel ${attempt})`, async ({
       page
     }) => {
-      await newNotebookWithPanel(page, `runall-${attempt}.ipynb`);
+      // a cold kernel: the first cell imports torch, and "Other" shows what that cost
+      await newNotebookWithPanel(
+        page,
+        `runall-${attempt}.ipynb`,
+        460,
+        COLD_KERNEL
+      );
       for (const [index, source] of CELLS.entries()) {
         await setCode(page, index, source);
       }
