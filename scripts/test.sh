@@ -69,6 +69,34 @@ export VIRTUAL_ENV=$ROOT/.venv
 PY=$ROOT/.venv/bin/python
 [ -x "$PY" ] || PY=python3
 
+# ---- side by side: jest and mypy start in the background, and the other linters, version and
+# wheel run meanwhile (each of them keeps at most one of two cores busy for most of its time);
+# their output is printed, and their results recorded, where they used to run ------------------
+declare -A BG_PIDS
+# background <name> <command...>: run it with its output to $RESULTS/<name>.log
+background() {
+  local name=$1
+  shift
+  (
+    t0=$(date +%s)
+    "$@" </dev/null >"$RESULTS/$name.log" 2>&1
+    echo "$? $(($(date +%s) - t0))" >"$RESULTS/$name.status"
+  ) &
+  BG_PIDS[$name]=$!
+}
+# collect <name>: wait for it and print its output; sets BG_RC (its exit status) and BG_SECONDS
+collect() {
+  wait "${BG_PIDS[$1]}"
+  cat "$RESULTS/$1.log"
+  read -r BG_RC BG_SECONDS <"$RESULTS/$1.status" || {
+    BG_RC=1
+    BG_SECONDS=0
+  }
+}
+JEST_JSON=$RESULTS/jest.json
+background jest npx jest --coverage=false --ci --json --outputFile="$JEST_JSON"
+background mypy "$PY" -m mypy
+
 # ---- lint: each tool counts as one test ----------------------------------------------------
 banner lint
 t=$(date +%s)
@@ -91,7 +119,14 @@ lint_tool prettier npm run -s prettier:check
 lint_tool stylelint npm run -s stylelint:check
 lint_tool ruff-check "$PY" -m ruff check .
 lint_tool ruff-format "$PY" -m ruff format --check .
-lint_tool mypy "$PY" -m mypy
+echo "--- mypy: $PY -m mypy (started beside the others)"
+collect mypy
+if [ "$BG_RC" = 0 ]; then
+  lp=$((lp + 1))
+else
+  lf=$((lf + 1))
+  failed_tools+=(mypy)
+fi
 record lint $lp $lf $(($(date +%s) - t)) "${failed_tools[*]:+(failed: ${failed_tools[*]})}"
 
 # ---- version: Python __version__ equals package.json's ------------------------------------------
@@ -193,10 +228,8 @@ run_check wheel "" check_wheel
 
 # ---- jest -------------------------------------------------------------------------------------
 banner jest
-t=$(date +%s)
-JEST_JSON=$RESULTS/jest.json
-npx jest --coverage=false --ci --json --outputFile="$JEST_JSON" </dev/null
-jest_rc=$?
+collect jest # started before lint
+jest_rc=$BG_RC
 read -r jp jf < <(node -e '
   try {
     const r = require(process.argv[1]);
@@ -209,7 +242,7 @@ if [ "$jp" = 0 ] && [ "$jf" = 0 ]; then
   jf=1
   jest_note="(no test passed)"
 fi
-record jest "$jp" "$jf" $(($(date +%s) - t)) "$jest_note"
+record jest "$jp" "$jf" "$BG_SECONDS" "$jest_note"
 
 # ---- pytest / cuda -------------------------------------------------------------------------
 # run_pytest <suite> <junit xml> <pytest args...>: skipped tests are allowed (and counted in
