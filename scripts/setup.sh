@@ -4,6 +4,9 @@
 #   bash scripts/setup.sh                 # venv + npm deps + front-end build + install (develop)
 #   bash scripts/setup.sh --with-browser  # ... and Debian's chromium for the UI tests
 #   bash scripts/setup.sh --wheel         # install the built wheel (the user path) instead
+#   bash scripts/setup.sh --lazy-bytecode # pip compiles no .pyc (~50 s of CPU for ~13,500
+#                                         # files); Python writes them as modules are first
+#                                         # imported (scripts/test.sh, which allows that)
 #
 # Every step is skipped when its inputs have not changed since it last ran (stamp files under
 # .venv/.vramscope-stamps hold a hash of the inputs); the front end is rebuilt whenever src/,
@@ -25,13 +28,15 @@ ROOT=$(pwd)
 
 WITH_BROWSER=0
 MODE=develop
+PIP_COMPILE=()
 for arg in "$@"; do
   case "$arg" in
     --with-browser) WITH_BROWSER=1 ;;
+    --lazy-bytecode) PIP_COMPILE=(--no-compile) ;;
     --wheel) MODE=wheel ;;
     --develop) MODE=develop ;;
     -h | --help)
-      sed -n '2,20p' "$0"
+      sed -n '2,23p' "$0"
       exit 0
       ;;
     *)
@@ -190,7 +195,8 @@ else
     fi
   fi
   log "installing Python packages into $(basename "$VENV") ($TORCH_SPEC from $TORCH_FROM)"
-  "$VENV/bin/python" -m pip install --retries 0 -q "${PIP_SOURCE_ARGS[@]}" "${REQUIREMENTS[@]}"
+  "$VENV/bin/python" -m pip install --retries 0 -q "${PIP_COMPILE[@]}" "${PIP_SOURCE_ARGS[@]}" \
+    "${REQUIREMENTS[@]}"
   stamp_set venv "$PY_KEY"
   log "venv ready in $(($(now) - t)) s"
 fi

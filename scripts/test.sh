@@ -28,7 +28,10 @@ mkdir -p "$RESULTS"
 export CI=${CI:-}
 export PIP_RETRIES=0 PIP_DISABLE_PIP_VERSION_CHECK=1
 export npm_config_update_notifier=false
-export PYTHONDONTWRITEBYTECODE=1
+# Python writes each module's .pyc as it is first imported: setup installs the packages without
+# compiling them (--lazy-bytecode), which saves ~50 s of CPU on ~13,500 files where the tests
+# import a few thousand. (__pycache__/ is ignored by git and left out of the wheel.)
+unset PYTHONDONTWRITEBYTECODE
 
 DEMO_LIMIT_S=60 # the demo notebook must run on CPU in under a minute
 
@@ -63,7 +66,7 @@ skipped() { [[ " ${VRAMSCOPE_SKIP:-} " == *" $1 "* ]]; }
 banner() { printf '\n==================== %s ====================\n' "$1"; }
 
 # ---- setup --------------------------------------------------------------------------------
-run_check setup "" bash scripts/setup.sh --with-browser
+run_check setup "" bash scripts/setup.sh --with-browser --lazy-bytecode
 export PATH="$ROOT/.venv/bin:$ROOT/node_modules/.bin:$PATH"
 export VIRTUAL_ENV=$ROOT/.venv
 PY=$ROOT/.venv/bin/python
