@@ -5,6 +5,7 @@ its exit status through the launcher it started; cold where a test or an environ
 from __future__ import annotations
 
 import os
+import signal
 import time
 
 import pytest
@@ -78,12 +79,23 @@ def test_interrupt_reaches_the_forked_kernel() -> None:
         k.close()
 
 
-def test_a_killed_launcher_takes_its_kernel_and_an_exit_status_comes_back() -> None:
+def test_a_killed_launcher_takes_its_kernel_and_the_kernel_s_end_comes_back() -> None:
     k = KernelHarness()
     pid, _ = k.eval(PIDS)
     k.km.shutdown_kernel(now=True)  # SIGKILL to the launcher's process group
     k.kc.stop_channels()
     assert _gone_within(pid, 10)
+
+    # the kernel killed (as the OOM killer does): the launcher ends by the same signal
+    k = KernelHarness()
+    try:
+        pid, _ = k.eval(PIDS)
+        os.kill(pid, signal.SIGKILL)
+        process = k.km.provisioner.process  # type: ignore[union-attr]
+        assert process.wait(timeout=30) == -signal.SIGKILL
+    finally:
+        k.kc.stop_channels()
+        k.km.cleanup_resources()
 
     k = KernelHarness()
     try:

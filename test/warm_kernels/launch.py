@@ -20,6 +20,7 @@ import array
 import contextlib
 import json
 import os
+import select
 import signal
 import socket
 import sys
@@ -29,7 +30,6 @@ SOCKET_ENV = "VRAMSCOPE_WARM_KERNELS"
 #: Set to 1 in a kernel's environment for a cold kernel all the same.
 COLD_ENV = "VRAMSCOPE_COLD_KERNEL"
 #: The signals passed on to the kernel (what jupyter_client and users send a kernel).
-_pending = b""
 FORWARDED = (
     signal.SIGINT,
     signal.SIGTERM,
@@ -46,18 +46,10 @@ def cold(args: list[str]) -> None:
 
 
 def _recv_line(conn: socket.socket) -> dict[str, object] | None:
-    """The next message; None at EOF. Raises socket.timeout with the socket's time-out, and
-    keeps what it read for the next call."""
-    global _pending
-    data, _pending = _pending, b""
+    """The next message (one JSON object a line); None at EOF."""
+    data = b""
     while not data.endswith(b"\n"):
-        try:
-            chunk = conn.recv(4096)
-        except InterruptedError:  # pragma: no cover - PEP 475 retries
-            continue
-        except socket.timeout:
-            _pending = data
-            raise
+        chunk = conn.recv(4096)
         if not chunk:
             return None
         data += chunk
@@ -105,22 +97,18 @@ def main(args: list[str]) -> int:
     # As ipykernel's parent poller ends a cold kernel whose parent died (a server killed with
     # its process group), so the launcher ends the warm one when it is left an orphan.
     parent = os.getppid()
-    conn.settimeout(1.0)
-    ended = None
-    while True:
-        try:
-            ended = _recv_line(conn)  # {"exit": status} once the kernel has ended; EOF: it has
-            break
-        except socket.timeout:
-            if os.getppid() != parent:
-                forward(signal.SIGKILL, None)
-                conn.settimeout(10.0)
+    while not select.select([conn], [], [], 1.0)[0]:
+        if os.getppid() != parent:
+            forward(signal.SIGKILL, None)
+    ended = _recv_line(conn)  # {"exit": status} once the kernel has ended; EOF: it has
     code = ended.get("exit") if ended else None
     if not isinstance(code, int):
         return 1
-    if code < 0:  # ended by a signal: end the same way
-        signal.signal(-code, signal.SIG_DFL)
+    if code < 0:  # ended by a signal: end by the same one
+        if -code in FORWARDED:
+            signal.signal(-code, signal.SIG_DFL)  # not passed on to the ended kernel
         os.kill(os.getpid(), -code)
+        return 128 - code  # a signal whose default is not to end a process
     return code
 
 

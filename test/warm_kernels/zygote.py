@@ -22,9 +22,9 @@ fork would copy a lock another thread holds).
 
 Run: ``python test/warm_kernels/zygote.py --dir DIR --watch-pid PID``. It writes the
 kernelspecs ``DIR/kernels/python3`` and ``python3-cold`` (a cold kernel by name, for a browser
-test), listens on ``DIR/zygote.sock`` and prints ``ready`` to
-its standard output once it serves; it ends (and kills the kernels it forked that still run)
-when PID has ended or on SIGTERM, and removes DIR. ``start()`` does this for
+test), listens on ``DIR/zygote.sock`` and prints ``ready`` to its standard output once it
+serves; it ends (and kills the kernels it forked that still run) when PID has ended or on
+SIGTERM, and removes DIR. ``start()`` does this for
 test/python/conftest.py, and ``--start DIR`` (which prints the environment to set) for
 ui-tests/playwright.config.ts.
 """
@@ -47,9 +47,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from launch import SOCKET_ENV
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 LAUNCH = os.path.join(HERE, "launch.py")
-SOCKET_ENV = "VRAMSCOPE_WARM_KERNELS"
 #: Environment variables read while the preloaded modules were imported (by the interpreter,
 #: the C libraries torch links, numpy, sympy, torch; the temporary folder and user name that
 #: torch._dynamo's cache folder is made of): a request that differs here starts cold.
@@ -80,16 +81,14 @@ IMPORT_TIME = (
     "CUDA",
     "NVIDIA",
 )
+#: ... but for these, read when called (lightning's import sets the first in its process, so
+#: a test process that imported lightning passes it on to the kernels it starts)
+CALL_TIME = frozenset({"PYTORCH_NVML_BASED_CUDA_CHECK"})
 #: Only torch (with numpy, sympy and the standard library it imports) and torch._dynamo (which
 #: a kernel imports the first time it makes an optimizer): ipykernel and IPython read their
 #: environment (JPY_PARENT_PID, ...) as they are imported, so the kernel imports them itself.
 PRELOAD = ("torch", "torch._dynamo")
 PR_SET_PDEATHSIG = 1
-
-
-#: ... but for these, read when called (lightning's import sets the first in its process, so
-#: a test process that imported lightning passes it on to the kernels it starts)
-CALL_TIME = frozenset({"PYTORCH_NVML_BASED_CUDA_CHECK"})
 
 
 def _import_time_env(env: dict[str, str]) -> dict[str, str]:
