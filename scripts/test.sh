@@ -72,9 +72,9 @@ export VIRTUAL_ENV=$ROOT/.venv
 PY=$ROOT/.venv/bin/python
 [ -x "$PY" ] || PY=python3
 
-# ---- side by side: jest and mypy start in the background, and the other linters run meanwhile
-# (each of them keeps at most one of two cores busy for most of its time); their output is
-# printed, and their results recorded, where they used to run ----------------------------------
+# ---- side by side: jest and mypy start in the background, and the other linters, version and
+# wheel run meanwhile (each of them keeps at most one of two cores busy for most of its time);
+# their output is printed, and their results recorded, where they used to run ------------------
 declare -A BG_PIDS
 # background <name> <command...>: run it with its output to $RESULTS/<name>.log
 background() {
@@ -143,6 +143,7 @@ print(f"package.json {want}  vramscope.__version__ {got}")
 raise SystemExit(0 if got == want else 1)
 EOF
 }
+run_check version "" check_version
 
 # ---- wheel: the user install path carries the prebuilt labextension ---------------------------
 check_wheel() {
@@ -226,6 +227,7 @@ EOF
   rm -rf "$tmp"
   return "$rc"
 }
+run_check wheel "" check_wheel
 
 # ---- jest -------------------------------------------------------------------------------------
 banner jest
@@ -325,6 +327,12 @@ check_cuda_script() {
     grep -q '^NO CUDA DEVICE' "$summary" && grep -q '^0 passed, 0 failed$' "$summary"
   fi
 }
+if skipped cuda-check; then
+  record cuda-check 0 0 0 "(skipped by VRAMSCOPE_SKIP)"
+else
+  run_check cuda-check "(scripts/cuda-check.sh: its dry run where there is no CUDA)" \
+    check_cuda_script
+fi
 
 # ---- demo notebook executes headless ---------------------------------------------------------------
 check_demo() {
@@ -349,29 +357,11 @@ if elapsed >= limit:
     raise SystemExit(1)
 EOF
 }
-# ---- side checks: version, wheel, cuda-check and demo (~30 s, at most one core) run one after
-# another in the background while the UI suite starts, on the CPU it leaves idle (~0.5 of 2
-# cores on average: page loads, servers and kernels starting); their output is printed, and
-# their results recorded, after it -----------------------------------------------------------
-SIDE_CHECKS=(version wheel)
-declare -A SIDE_NOTES=([version]="" [wheel]=""
-  [cuda-check]="(scripts/cuda-check.sh: its dry run where there is no CUDA)"
-  [demo]="(examples/demo.ipynb, limit ${DEMO_LIMIT_S} s)")
-declare -A SIDE_FUNCS=([version]=check_version [wheel]=check_wheel [cuda-check]=check_cuda_script
-  [demo]=check_demo)
-for name in cuda-check demo; do
-  skipped "$name" || SIDE_CHECKS+=("$name")
-done
-side_checks() {
-  local name t0
-  for name in "${SIDE_CHECKS[@]}"; do
-    t0=$(date +%s)
-    "${SIDE_FUNCS[$name]}" </dev/null >"$RESULTS/$name.log" 2>&1
-    echo "$? $(($(date +%s) - t0))" >"$RESULTS/$name.status"
-  done
-}
-side_checks &
-SIDE_PID=$!
+if skipped demo; then
+  record demo 0 0 0 "(skipped by VRAMSCOPE_SKIP)"
+else
+  run_check demo "(examples/demo.ipynb, limit ${DEMO_LIMIT_S} s)" check_demo
+fi
 
 # ---- UI tests (galata + system chromium) ---------------------------------------------------------
 if skipped ui; then
@@ -402,26 +392,6 @@ else
   fi
   record ui "$up" "$uf" $(($(date +%s) - t)) "$ui_note"
 fi
-
-# ---- side checks (started before the UI suite): their output and results -------------------
-wait "$SIDE_PID"
-for name in version wheel cuda-check demo; do
-  if [[ " ${SIDE_CHECKS[*]} " != *" $name "* ]]; then
-    record "$name" 0 0 0 "(skipped by VRAMSCOPE_SKIP)"
-    continue
-  fi
-  banner "$name"
-  cat "$RESULTS/$name.log"
-  read -r side_rc side_s <"$RESULTS/$name.status" || {
-    side_rc=1
-    side_s=0
-  }
-  if [ "$side_rc" = 0 ]; then
-    record "$name" 1 0 "$side_s" "${SIDE_NOTES[$name]}"
-  else
-    record "$name" 0 1 "$side_s" "${SIDE_NOTES[$name]}"
-  fi
-done
 
 # ---- total ------------------------------------------------------------------------------------
 banner summary
