@@ -45,16 +45,29 @@ def cold(args: list[str]) -> None:
     os.execv(sys.executable, [sys.executable, "-m", "ipykernel_launcher", *args])
 
 
-def _recv_line(conn: socket.socket) -> dict[str, object] | None:
-    """The next message (one JSON object a line); None at EOF."""
-    data = b""
-    while not data.endswith(b"\n"):
-        chunk = conn.recv(4096)
-        if not chunk:
-            return None
-        data += chunk
-    message = json.loads(data)
-    return message if isinstance(message, dict) else None
+class Lines:
+    """The zygote's messages on a connection, one JSON object a line. Two can come in one
+    ``recv`` (a kernel that ends at once: ``{"pid": ...}`` then ``{"exit": ...}``); what is
+    read past a line is kept for the next."""
+
+    def __init__(self, conn: socket.socket) -> None:
+        self.conn = conn
+        self._buffer = b""
+
+    def buffered(self) -> bool:
+        """Whether a whole message is read already (``select`` on the socket would not say)."""
+        return b"\n" in self._buffer
+
+    def next(self) -> dict[str, object] | None:
+        """The next message; None at EOF."""
+        while b"\n" not in self._buffer:
+            chunk = self.conn.recv(4096)
+            if not chunk:
+                return None
+            self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        message = json.loads(line)
+        return message if isinstance(message, dict) else None
 
 
 def main(args: list[str]) -> int:
@@ -78,7 +91,8 @@ def main(args: list[str]) -> int:
     )
     fds = array.array("i", [0, 1, 2])
     conn.sendmsg([request.encode() + b"\n"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
-    reply = _recv_line(conn)
+    lines = Lines(conn)
+    reply = lines.next()
     if reply is None or not isinstance(reply.get("pid"), int):
         # The zygote declined (an environment it cannot serve) or is gone: a cold kernel.
         why = reply.get("cold") if reply else "the zygote closed"
@@ -97,10 +111,10 @@ def main(args: list[str]) -> int:
     # As ipykernel's parent poller ends a cold kernel whose parent died (a server killed with
     # its process group), so the launcher ends the warm one when it is left an orphan.
     parent = os.getppid()
-    while not select.select([conn], [], [], 1.0)[0]:
+    while not lines.buffered() and not select.select([conn], [], [], 1.0)[0]:
         if os.getppid() != parent:
             forward(signal.SIGKILL, None)
-    ended = _recv_line(conn)  # {"exit": status} once the kernel has ended; EOF: it has
+    ended = lines.next()  # {"exit": status} once the kernel has ended; EOF: it has
     code = ended.get("exit") if ended else None
     if not isinstance(code, int):
         return 1
