@@ -89,6 +89,8 @@ CALL_TIME = frozenset({"PYTORCH_NVML_BASED_CUDA_CHECK"})
 #: environment (JPY_PARENT_PID, ...) as they are imported, so the kernel imports them itself.
 PRELOAD = ("torch", "torch._dynamo")
 PR_SET_PDEATHSIG = 1
+#: How long the zygote waits for a kernel it killed (its launcher gone) before serving on
+KILLED_WAIT_S = 5.0
 
 
 def _import_time_env(env: dict[str, str]) -> dict[str, str]:
@@ -141,7 +143,8 @@ class Zygote:
                 readable, _, _ = select.select([self.listener, *conns], [], [], 0.2)
             except InterruptedError:  # pragma: no cover - PEP 475 retries
                 readable = []
-            for sock in readable:
+            # a launcher gone before a new request: its kernel is ended before the next fork
+            for sock in sorted(readable, key=lambda sock: sock is self.listener):
                 if sock is self.listener:
                     self._accept()
                 else:
@@ -211,11 +214,17 @@ class Zygote:
     def _launcher_gone(self, conn: socket.socket) -> None:
         """The launcher's end closed (it never writes after its request): it was killed, so
         its kernel goes too, as it would have with the process group jupyter_client kills."""
-        for pid, sock in self.kernels.items():
-            if sock is conn:
-                _killpg(pid, signal.SIGKILL)
-                # its exit is reported (to no one) and the connection closed when reaped
-                return
+        pid = next((pid for pid, sock in self.kernels.items() if sock is conn), None)
+        if pid is None:
+            return
+        _killpg(pid, signal.SIGKILL)
+        # Reaped here (its exit reported to no one, the connection closed): a kernel with much
+        # memory takes a while to go, and meanwhile the closed connection stays readable
+        # (select would spin) and a new kernel would start beside it.
+        deadline = time.monotonic() + KILLED_WAIT_S
+        while pid in self.kernels and time.monotonic() < deadline:
+            time.sleep(0.01)
+            self._reap()
 
     def _reap(self) -> None:
         while self.kernels:
@@ -357,7 +366,9 @@ def start(
     process, runs) and wait until it serves. Returns the environment variables that make
     kernels started from this process and its children warm (set them in ``os.environ``), and
     a function that stops the zygote. Where it did not start, the kernels start cold."""
-    os.makedirs(folder, exist_ok=True)
+    # written here, not only by the zygote once torch is imported: a zygote that is late or
+    # fails leaves kernelspecs all the same (python3: cold without the socket; python3-cold)
+    write_kernelspec(folder)
     watch = str(watch_pid or os.getpid())
     with open(os.path.join(folder, "zygote.log"), "ab") as log:
         proc = subprocess.Popen(
@@ -374,6 +385,9 @@ def start(
     env = {"JUPYTER_PATH": os.pathsep.join(filter(None, [folder, os.environ.get("JUPYTER_PATH")]))}
     if line == b"ready":
         env[SOCKET_ENV] = os.path.join(folder, "zygote.sock")
+    else:  # not serving in time: cold kernels, and no zygote left behind
+        proc.kill()
+        proc.wait()
 
     def stop() -> None:
         if proc.poll() is None:
