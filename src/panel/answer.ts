@@ -71,16 +71,19 @@ export class AnswerView extends SessionView {
         ' now · peak ',
         h('strong', 'vramscope-Answer-peak', fmt(device.peak))
       ];
-      const signature = `${device.id}|${device.now}|${device.peak}|${units}`;
+      const title =
+        `${device.id}: ${fmt(device.now)} in use now; the most this session: ` +
+        `${fmt(device.peak)}` +
+        (device.total ? ` of ${fmt(device.total)}` : '');
+      // what is shown, not the raw bytes: an idle kernel's every sample differs by a few
+      // KiB, and rebuilding the same text 4 times a second costs a layout each time
+      const signature = `${device.id}|${title}`;
       if (memory.dataset.signature !== signature) {
         memory.dataset.signature = signature;
         memory.dataset.device = device.id;
         memory.textContent = '';
         memory.append(...parts);
-        memory.title =
-          `${device.id}: ${fmt(device.now)} in use now; the most this session: ` +
-          `${fmt(device.peak)}` +
-          (device.total ? ` of ${fmt(device.total)}` : '');
+        memory.title = title;
       }
     } else if (memory.dataset.signature !== '') {
       memory.dataset.signature = '';
@@ -96,21 +99,28 @@ export class AnswerView extends SessionView {
     const action = this._action;
     action.hidden = !session || !source;
     action.classList.toggle('vramscope-mod-none', !best);
-    if (best) {
-      action.dataset.kind = 'action';
-      action.textContent = best.saving
-        ? `${best.title}: ${best.saving}`
-        : best.title;
-      action.title = 'Show this suggestion in Optimize';
-    } else if (source?.hasAdvice) {
-      action.dataset.kind = 'nothing';
-      action.textContent = 'No change to suggest now';
-      action.title = 'Show Optimize';
-    } else {
-      action.dataset.kind = 'open';
-      action.textContent = 'What would save memory? Open Optimize';
-      action.title =
-        'Open the Optimize pane: suggestions with predicted savings';
+    const [kind, text, title] = best
+      ? [
+          'action',
+          best.saving ? `${best.title}: ${best.saving}` : best.title,
+          'Show this suggestion in Optimize'
+        ]
+      : source?.hasAdvice
+        ? ['nothing', 'No change to suggest now', 'Show Optimize']
+        : [
+            'open',
+            'What would save memory? Open Optimize',
+            'Open the Optimize pane: suggestions with predicted savings'
+          ];
+    // set only what changed: this runs with every batch of samples
+    if (action.dataset.kind !== kind) {
+      action.dataset.kind = kind;
+    }
+    if (action.textContent !== text) {
+      action.textContent = text;
+    }
+    if (action.title !== title) {
+      action.title = title;
     }
   }
 

@@ -213,6 +213,31 @@ describe('the panes and the answer line', () => {
     expect(q('.vramscope-Answer-action')!.hidden).toBe(true);
     panel.dispose();
   });
+
+  it('rebuilds the answer line only when what it shows changes', () => {
+    const { panel, session } = panelWithSession();
+    cpuAt300Then200(session);
+    MessageLoop.flush();
+    const memory = q('.vramscope-Answer-memory')!;
+    const shown = memory.querySelector('.vramscope-Answer-now');
+    const sample = (t: number, used: number) =>
+      session.handleMessage({
+        type: 'samples',
+        samples: [{ t, d: { cpu: { used } } }],
+        dropped: 0
+      });
+    // an idle kernel: a few KiB more, the same text; the same nodes are kept
+    sample(3, 200 * MIB + 8 * 1024);
+    MessageLoop.flush();
+    expect(memory.querySelector('.vramscope-Answer-now')).toBe(shown);
+    expect(memory.textContent).toBe('cpu 200.0 MiB now · peak 300.0 MiB');
+    // a change the text shows
+    sample(4, 250 * MIB);
+    MessageLoop.flush();
+    expect(memory.querySelector('.vramscope-Answer-now')).not.toBe(shown);
+    expect(memory.textContent).toBe('cpu 250.0 MiB now · peak 300.0 MiB');
+    panel.dispose();
+  });
 });
 
 describe('tableItems', () => {
