@@ -9,7 +9,7 @@
 # alone), cuda (`pytest -m cuda`, only where torch sees a CUDA device), cuda-check
 # (scripts/cuda-check.sh: without CUDA its dry run, which must find none and say so),
 # demo notebook (examples/demo.ipynb via nbclient, in under DEMO_LIMIT_S seconds), ui
-# (galata/playwright in system chromium against a real JupyterLab).
+# (galata/playwright in system chromium against a real JupyterLab, on two workers).
 #
 # A suite that ran nothing fails: pytest's exit code 5 (no tests collected), a jest or pytest
 # run with no test passed, and skipped Playwright tests each count as failures.
@@ -370,11 +370,14 @@ else
   banner ui
   t=$(date +%s)
   PW_JSON=$RESULTS/playwright.json
-  # One worker (ui-tests/playwright.config.ts says why). Measured on 2 cores: running the
+  # Two workers, each with its own JupyterLab server, and the specs that time the page alone
+  # after them (ui-tests/playwright.config.ts says why), with one torch thread per kernel:
+  # two kernels computing at once on two cores, each with torch's default of a thread per
+  # core, took 3x as long over the demo's training loop. Measured on 2 cores: running the
   # browser tests beside pytest made every suite slower (pytest 5.7 -> 16 min, jest 22 -> 112
   # s) and scale.spec's 50 ms bound failed, so the suites run one after another.
-  PLAYWRIGHT_JSON_OUTPUT_NAME=$PW_JSON npx playwright test -c ui-tests/playwright.config.ts \
-    --reporter=list,json </dev/null
+  OMP_NUM_THREADS=1 PLAYWRIGHT_JSON_OUTPUT_NAME=$PW_JSON npx playwright test \
+    -c ui-tests/playwright.config.ts --reporter=list,json </dev/null
   ui_rc=$?
   # Skipped tests count as failures: a browser test that did not run proves nothing.
   read -r up uf us < <(node -e '

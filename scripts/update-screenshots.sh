@@ -35,6 +35,7 @@ if [ ${#SPECS[@]} = 0 ]; then
 fi
 
 echo "[screenshots] running: ${SPECS[*]}"
-VRAMSCOPE_UPDATE_SCREENSHOTS=1 npx playwright test -c ui-tests/playwright.config.ts "${SPECS[@]}"
+VRAMSCOPE_UPDATE_SCREENSHOTS=1 npx playwright test -c ui-tests/playwright.config.ts --no-deps \
+  "${SPECS[@]}"
 echo "[screenshots] updated:"
 git status --short docs/images

@@ -30,13 +30,18 @@ const freePort = (): string =>
   ])
     .toString()
     .trim();
-// One JupyterLab server per worker (VRAMSCOPE_UI_WORKERS, default 1: on 2 idle cores two
-// workers took as long as one, 13.6 min, and faults.spec's kernelspec without the bridge,
-// installed for the user, became the other worker's default kernel): each test shuts down
-// the kernels that earlier tests left on its server (lab.ts, `settleKernels`), so two workers
-// on one server would end each other's kernels. lab.ts points each worker's pages and API
-// requests at the server of its `parallelIndex` (VRAMSCOPE_UI_URLS).
-const WORKERS = Math.max(1, Number(process.env.VRAMSCOPE_UI_WORKERS || 1));
+// One JupyterLab server per worker (VRAMSCOPE_UI_WORKERS, default 2), each with its own
+// config and data dirs: each test shuts down the kernels that earlier tests left on its server
+// (lab.ts, `settleKernels`), so two workers on one server would end each other's kernels, and
+// a kernelspec a test installs (faults.spec) is seen by its own server only. lab.ts points
+// each worker's pages and API requests at the server of its `parallelIndex`
+// (VRAMSCOPE_UI_URLS). Measured on 2 cores (the whole suite, one run each, side by side in
+// one session): one worker 530 s; two 453 s; two with one torch thread per kernel
+// (scripts/test.sh sets OMP_NUM_THREADS=1 here: two kernels computing at once on two cores
+// each with two threads made the demo's training loop take 3x as long) 420 s.
+const WORKERS = Math.max(1, Number(process.env.VRAMSCOPE_UI_WORKERS || 2));
+/** Specs that time work in the page (scale.spec: every panel message < 50 ms median). */
+const ALONE = /scale\.spec\.ts$/;
 const taken = new Set<string>();
 const portOf = (name: string): string => {
   let port = process.env[name];
@@ -51,23 +56,29 @@ const configDirOf = (name: string): string =>
     path.join(os.tmpdir(), 'vramscope-ui-config-')
   ));
 // Kernelspecs the tests install (faults.spec) and the servers' runtime files go to a
-// per-run data dir, never to the user's own (~/.local/share/jupyter): a run stopped between
-// installing and removing one would leave it as a default kernel there. The labextension and
-// the python3 kernelspec are found in the venv's share/jupyter as before.
-process.env.JUPYTER_DATA_DIR ??= fs.mkdtempSync(
-  path.join(os.tmpdir(), 'vramscope-ui-data-')
-);
+// per-run data dir for each server, never to the user's own (~/.local/share/jupyter): a run
+// stopped between installing and removing one would leave it as a default kernel there. The
+// labextension and the python3 kernelspec are found in the venv's share/jupyter as before.
+const dataDirOf = (name: string): string =>
+  (process.env[name] ??= fs.mkdtempSync(
+    path.join(os.tmpdir(), 'vramscope-ui-data-')
+  ));
 const LAB_SERVERS = Array.from({ length: WORKERS }, (_, i) => {
   const suffix = i === 0 ? '' : `_${i}`;
   const port = portOf(`VRAMSCOPE_UI_PORT${suffix}`);
   return {
     port,
     url: `http://127.0.0.1:${port}`,
-    configDir: configDirOf(`VRAMSCOPE_UI_CONFIG_DIR${suffix}`)
+    configDir: configDirOf(`VRAMSCOPE_UI_CONFIG_DIR${suffix}`),
+    dataDir: dataDirOf(`VRAMSCOPE_UI_DATA_DIR${suffix}`)
   };
 });
 portOf('VRAMSCOPE_NB_PORT');
 process.env.VRAMSCOPE_UI_URLS = JSON.stringify(LAB_SERVERS.map(s => s.url));
+// for the specs that install a kernelspec on their worker's server (utils.ts, `serverDataDir`)
+process.env.VRAMSCOPE_UI_DATA_DIRS = JSON.stringify(
+  LAB_SERVERS.map(s => s.dataDir)
+);
 const BASE_URL = LAB_SERVERS[0].url;
 process.env.VRAMSCOPE_NB_URL = `http://127.0.0.1:${process.env.VRAMSCOPE_NB_PORT}`;
 // Headless Chromium's flags, shared with the browser benchmarks (bench/_bundle.mjs): no sandbox
@@ -96,12 +107,12 @@ if (!process.env.VRAMSCOPE_UI_WARM_KERNELS_ENV) {
 const WARM_KERNELS_ENV: Record<string, string> = JSON.parse(
   process.env.VRAMSCOPE_UI_WARM_KERNELS_ENV
 );
-const serverEnv = (configDir: string) => ({
+const serverEnv = (server: { configDir: string; dataDir: string }) => ({
   ...WARM_KERNELS_ENV,
   PATH: `${VENV_BIN}${path.delimiter}${process.env.PATH ?? ''}`,
   VIRTUAL_ENV: path.join(ROOT, '.venv'),
-  JUPYTER_CONFIG_DIR: configDir,
-  JUPYTER_DATA_DIR: process.env.JUPYTER_DATA_DIR ?? ''
+  JUPYTER_CONFIG_DIR: server.configDir,
+  JUPYTER_DATA_DIR: server.dataDir
 });
 
 export default defineConfig({
@@ -114,6 +125,12 @@ export default defineConfig({
   retries: 0,
   workers: WORKERS, // each with its own JupyterLab server (LAB_SERVERS)
   fullyParallel: false,
+  // The specs that bound times measured in the page run alone, after the others: with two
+  // workers the other worker's kernel and page would share the two cores with them.
+  projects: [
+    { name: 'shared', testIgnore: ALONE },
+    { name: 'alone', testMatch: ALONE, dependencies: ['shared'] }
+  ],
   forbidOnly: !!process.env.CI,
   use: {
     ...baseConfig.use,
@@ -145,7 +162,7 @@ export default defineConfig({
       reuseExistingServer: false,
       stdout: 'ignore' as const,
       stderr: 'pipe' as const,
-      env: serverEnv(server.configDir)
+      env: serverEnv(server)
     })),
     {
       // Jupyter Notebook 7 with the same installed extension (tests/notebook7.spec.ts).
@@ -160,7 +177,7 @@ export default defineConfig({
       reuseExistingServer: false,
       stdout: 'ignore',
       stderr: 'pipe',
-      env: serverEnv(LAB_SERVERS[0].configDir)
+      env: serverEnv(LAB_SERVERS[0])
     }
   ]
 });

@@ -8,7 +8,6 @@
  * created with (galata's createNew(name) renames Untitled.ipynb, and a page that opens the
  * renamed path can start a second kernel). No fixed sleeps: every wait is on a condition.
  */
-import { execFileSync } from 'child_process';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
@@ -36,15 +35,15 @@ const ECHO = `vramscope-echo-${process.pid}`;
 let specDir = '';
 let hideDir = '';
 
-/** Write kernelspec `name` (kernel.json) into the Jupyter data dir (the run's own:
- * playwright.config.ts sets JUPYTER_DATA_DIR); returns its dir. */
+/** Write kernelspec `name` (kernel.json) into the data dir of this worker's JupyterLab server
+ * (the run's own, one per server: playwright.config.ts), where only that server sees it;
+ * returns its dir. */
 function installKernelspec(name: string, spec: object): string {
-  const dataDir = execFileSync(PYTHON, [
-    '-c',
-    'from jupyter_core.paths import jupyter_data_dir; print(jupyter_data_dir())'
-  ])
-    .toString()
-    .trim();
+  const dataDirs: string[] = JSON.parse(
+    process.env.VRAMSCOPE_UI_DATA_DIRS || '[]'
+  );
+  expect(dataDirs.length, 'VRAMSCOPE_UI_DATA_DIRS').toBeGreaterThan(0);
+  const dataDir = dataDirs[test.info().parallelIndex % dataDirs.length];
   const dir = path.join(dataDir, 'kernels', name);
   fs.mkdirSync(dir, { recursive: true });
   fs.writeFileSync(path.join(dir, 'kernel.json'), JSON.stringify(spec));
