@@ -75,7 +75,7 @@ const LAB_SERVERS = Array.from({ length: WORKERS }, (_, i) => {
 });
 portOf('VRAMSCOPE_NB_PORT');
 process.env.VRAMSCOPE_UI_URLS = JSON.stringify(LAB_SERVERS.map(s => s.url));
-// for the specs that install a kernelspec on their worker's server (utils.ts, `serverDataDir`)
+// for the specs that install a kernelspec on their worker's server (faults.spec)
 process.env.VRAMSCOPE_UI_DATA_DIRS = JSON.stringify(
   LAB_SERVERS.map(s => s.dataDir)
 );
