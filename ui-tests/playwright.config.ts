@@ -37,8 +37,7 @@ const freePort = (): string =>
 // each worker's pages and API requests at the server of its `parallelIndex`
 // (VRAMSCOPE_UI_URLS). Measured on 2 cores (the whole suite, one run each, side by side in
 // one session): one worker 530 s; two 453 s; two with one torch thread per kernel
-// (scripts/test.sh sets OMP_NUM_THREADS=1 here: two kernels computing at once on two cores
-// each with two threads made the demo's training loop take 3x as long) 420 s.
+// (OMP_NUM_THREADS, below) 420 s.
 const WORKERS = Math.max(1, Number(process.env.VRAMSCOPE_UI_WORKERS || 2));
 /** Specs that time work in the page (scale.spec: every panel message < 50 ms median). */
 const ALONE = /scale\.spec\.ts$/;
@@ -59,6 +58,8 @@ const configDirOf = (name: string): string =>
 // per-run data dir for each server, never to the user's own (~/.local/share/jupyter): a run
 // stopped between installing and removing one would leave it as a default kernel there. The
 // labextension and the python3 kernelspec are found in the venv's share/jupyter as before.
+// Server 0's is also the run's own (JUPYTER_DATA_DIR, inherited by the workers and what they
+// start: the kernels of `vramscope profile` in export.spec).
 const dataDirOf = (name: string): string =>
   (process.env[name] ??= fs.mkdtempSync(
     path.join(os.tmpdir(), 'vramscope-ui-data-')
@@ -70,7 +71,9 @@ const LAB_SERVERS = Array.from({ length: WORKERS }, (_, i) => {
     port,
     url: `http://127.0.0.1:${port}`,
     configDir: configDirOf(`VRAMSCOPE_UI_CONFIG_DIR${suffix}`),
-    dataDir: dataDirOf(`VRAMSCOPE_UI_DATA_DIR${suffix}`)
+    dataDir: dataDirOf(
+      i === 0 ? 'JUPYTER_DATA_DIR' : `VRAMSCOPE_UI_DATA_DIR${suffix}`
+    )
   };
 });
 portOf('VRAMSCOPE_NB_PORT');
@@ -86,6 +89,10 @@ process.env.VRAMSCOPE_NB_URL = `http://127.0.0.1:${process.env.VRAMSCOPE_NB_PORT
 const CHROMIUM_ARGS: string[] = JSON.parse(
   fs.readFileSync(path.join(__dirname, 'chromium-args.json'), 'utf8')
 );
+// One torch thread per kernel, unless asked otherwise: two workers' kernels computing at once
+// on two cores, each with torch's default of a thread per core, took 3x as long over the
+// demo's training loop. Set before the zygote starts (it compares OMP_* with each kernel's).
+process.env.OMP_NUM_THREADS ??= '1';
 // Warm kernels (test/warm_kernels/zygote.py): the servers' python3 kernels are forked with
 // torch imported from a zygote that lives as long as this runner, ~4 s of CPU less a kernel.
 // Started once, in the runner: the workers inherit the environment it returns.

@@ -17,6 +17,7 @@ import {
   openPanel,
   rows,
   runCode,
+  serverOf,
   setCode,
   startCode,
   test,
@@ -39,12 +40,9 @@ let hideDir = '';
  * (the run's own, one per server: playwright.config.ts), where only that server sees it;
  * returns its dir. */
 function installKernelspec(name: string, spec: object): string {
-  const dataDirs: string[] = JSON.parse(
-    process.env.VRAMSCOPE_UI_DATA_DIRS || '[]'
-  );
-  expect(dataDirs.length, 'VRAMSCOPE_UI_DATA_DIRS').toBeGreaterThan(0);
-  const dataDir = dataDirs[test.info().parallelIndex % dataDirs.length];
-  const dir = path.join(dataDir, 'kernels', name);
+  const server = serverOf(test.info().parallelIndex);
+  expect(server, 'the JupyterLab server of this worker').not.toBeNull();
+  const dir = path.join(server!.dataDir, 'kernels', name);
   fs.mkdirSync(dir, { recursive: true });
   fs.writeFileSync(path.join(dir, 'kernel.json'), JSON.stringify(spec));
   return dir;

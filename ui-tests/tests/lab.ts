@@ -32,10 +32,7 @@ export const test = galataTest.extend<
   ...pageErrorFixtures,
   // The JupyterLab server of this worker (playwright.config.ts starts one per worker).
   baseURL: async ({ baseURL }, use, testInfo) => {
-    const urls: string[] = JSON.parse(process.env.VRAMSCOPE_UI_URLS || '[]');
-    await use(
-      urls.length ? urls[testInfo.parallelIndex % urls.length] : baseURL
-    );
+    await use(serverOf(testInfo.parallelIndex)?.url ?? baseURL);
   },
   // Closed only once its kernel connections have settled. An override, not part of the auto
   // fixture below: a test that never asks for `page` (a report opened in a bare browser
@@ -63,23 +60,73 @@ export const test = galataTest.extend<
 });
 
 /**
+ * The JupyterLab server of worker `parallelIndex` (its URL and data dir), from the servers
+ * playwright.config.ts started (VRAMSCOPE_UI_URLS, VRAMSCOPE_UI_DATA_DIRS); null when the
+ * config started none. Two workers on one server would shut down each other's kernels.
+ */
+export function serverOf(
+  parallelIndex: number
+): { url: string; dataDir: string } | null {
+  const urls: string[] = JSON.parse(process.env.VRAMSCOPE_UI_URLS || '[]');
+  const dataDirs: string[] = JSON.parse(
+    process.env.VRAMSCOPE_UI_DATA_DIRS || '[]'
+  );
+  if (!urls.length) {
+    return null;
+  }
+  if (parallelIndex >= urls.length || urls.length !== dataDirs.length) {
+    throw new Error(
+      `worker ${parallelIndex} has no JupyterLab server of its own (${urls.length} ` +
+        'started): set VRAMSCOPE_UI_WORKERS instead of --workers'
+    );
+  }
+  return { url: urls[parallelIndex], dataDir: dataDirs[parallelIndex] };
+}
+
+/**
+ * Shut down the kernels on the other workers' servers that no page is connected to: for a
+ * spec that times the page and runs alone once the others are done (playwright.config.ts,
+ * project `alone`), where the other worker's last tests left theirs sampling (this worker's
+ * go with `settleKernels`). A kernel still connected (a test running beside, as with
+ * `--no-deps`) is left alone.
+ */
+export async function shutDownOtherServers(
+  request: APIRequestContext,
+  parallelIndex: number
+): Promise<void> {
+  const urls: string[] = JSON.parse(process.env.VRAMSCOPE_UI_URLS || '[]');
+  const others = urls.filter((_, i) => i !== parallelIndex);
+  for (const url of others) {
+    await shutDown(request, await leftKernels(request, url, true));
+  }
+}
+
+/**
  * The kernels that earlier tests left on the server (the new page has started none yet), as
  * the URLs that shut them down: a session's (which shuts its kernel down) or else the
  * kernel's. With `kernels: null` galata leaves each test's kernels running: each with torch
  * imported and the bridge's sampler ticking at 10 Hz, ~0.5% of a core apiece, ~25 of them by
  * the end of the suite.
  */
-async function leftKernels(request: APIRequestContext): Promise<string[]> {
-  const get = async (url: string) => (await request.get(url)).json();
-  const sessions: { id: string; kernel?: { id: string } }[] =
+async function leftKernels(
+  request: APIRequestContext,
+  server = '',
+  unconnectedOnly = false
+): Promise<string[]> {
+  type Kernel = { id: string; connections?: number };
+  const get = async (url: string) => (await request.get(server + url)).json();
+  const sessions: { id: string; kernel?: Kernel }[] =
     await get('/api/sessions');
-  const kernels: { id: string }[] = await get('/api/kernels');
+  const kernels: Kernel[] = await get('/api/kernels');
   const inSessions = new Set(sessions.map(s => s.kernel?.id));
+  const left = (k?: Kernel) => !unconnectedOnly || !k?.connections;
   return [
-    ...sessions.map(s => `/api/sessions/${s.id}`),
+    ...sessions
+      .filter(s => left(s.kernel))
+      .map(s => `${server}/api/sessions/${s.id}`),
     ...kernels
-      .filter(k => !inSessions.has(k.id))
-      .map(k => `/api/kernels/${k.id}`)
+      .filter(k => !inSessions.has(k.id) && left(k))
+      .map(k => `${server}/api/kernels/${k.id}`)
   ];
 }
 
