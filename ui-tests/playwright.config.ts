@@ -50,10 +50,12 @@ const portOf = (name: string): string => {
   taken.add(port);
   return (process.env[name] = port);
 };
+// A temporary dir named by environment variable `name`: made once, in the runner, and handed
+// down to the workers (the config is evaluated in each).
+const tmpDirOf = (name: string, prefix: string): string =>
+  (process.env[name] ??= fs.mkdtempSync(path.join(os.tmpdir(), prefix)));
 const configDirOf = (name: string): string =>
-  (process.env[name] ??= fs.mkdtempSync(
-    path.join(os.tmpdir(), 'vramscope-ui-config-')
-  ));
+  tmpDirOf(name, 'vramscope-ui-config-');
 // Kernelspecs the tests install (faults.spec) and the servers' runtime files go to a
 // per-run data dir for each server, never to the user's own (~/.local/share/jupyter): a run
 // stopped between installing and removing one would leave it as a default kernel there. The
@@ -61,9 +63,7 @@ const configDirOf = (name: string): string =>
 // Server 0's is also the run's own (JUPYTER_DATA_DIR, inherited by the workers and what they
 // start: the kernels of `vramscope profile` in export.spec).
 const dataDirOf = (name: string): string =>
-  (process.env[name] ??= fs.mkdtempSync(
-    path.join(os.tmpdir(), 'vramscope-ui-data-')
-  ));
+  tmpDirOf(name, 'vramscope-ui-data-');
 const LAB_SERVERS = Array.from({ length: WORKERS }, (_, i) => {
   const suffix = i === 0 ? '' : `_${i}`;
   const port = portOf(`VRAMSCOPE_UI_PORT${suffix}`);

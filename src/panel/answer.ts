@@ -64,13 +64,6 @@ export class AnswerView extends SessionView {
     const memory = this._memory;
     if (device) {
       const fmt = (b: number) => formatBytes(b, { units });
-      const parts: (string | HTMLElement)[] = [
-        h('span', 'vramscope-Answer-device', device.id),
-        ' ',
-        h('strong', 'vramscope-Answer-now', fmt(device.now)),
-        ' now · peak ',
-        h('strong', 'vramscope-Answer-peak', fmt(device.peak))
-      ];
       const title =
         `${device.id}: ${fmt(device.now)} in use now; the most this session: ` +
         `${fmt(device.peak)}` +
@@ -82,7 +75,13 @@ export class AnswerView extends SessionView {
         memory.dataset.signature = signature;
         memory.dataset.device = device.id;
         memory.textContent = '';
-        memory.append(...parts);
+        memory.append(
+          h('span', 'vramscope-Answer-device', device.id),
+          ' ',
+          h('strong', 'vramscope-Answer-now', fmt(device.now)),
+          ' now · peak ',
+          h('strong', 'vramscope-Answer-peak', fmt(device.peak))
+        );
         memory.title = title;
       }
     } else if (memory.dataset.signature !== '') {

@@ -59,6 +59,11 @@ export const test = galataTest.extend<
   ]
 });
 
+/** The URLs of the JupyterLab servers playwright.config.ts started, one per worker. */
+function serverUrls(): string[] {
+  return JSON.parse(process.env.VRAMSCOPE_UI_URLS || '[]');
+}
+
 /**
  * The JupyterLab server of worker `parallelIndex` (its URL and data dir), from the servers
  * playwright.config.ts started (VRAMSCOPE_UI_URLS, VRAMSCOPE_UI_DATA_DIRS); null when the
@@ -67,7 +72,7 @@ export const test = galataTest.extend<
 export function serverOf(
   parallelIndex: number
 ): { url: string; dataDir: string } | null {
-  const urls: string[] = JSON.parse(process.env.VRAMSCOPE_UI_URLS || '[]');
+  const urls = serverUrls();
   const dataDirs: string[] = JSON.parse(
     process.env.VRAMSCOPE_UI_DATA_DIRS || '[]'
   );
@@ -94,8 +99,7 @@ export async function shutDownOtherServers(
   request: APIRequestContext,
   parallelIndex: number
 ): Promise<void> {
-  const urls: string[] = JSON.parse(process.env.VRAMSCOPE_UI_URLS || '[]');
-  const others = urls.filter((_, i) => i !== parallelIndex);
+  const others = serverUrls().filter((_, i) => i !== parallelIndex);
   for (const url of others) {
     await shutDown(request, await leftKernels(request, url, true));
   }
