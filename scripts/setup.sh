@@ -21,6 +21,8 @@
 #   VRAMSCOPE_VENV      the virtual environment to set up (default .venv; scripts/demo.sh
 #                       uses .venv-demo for the wheel install, so that the demo and the tests
 #                       never switch one environment between two install modes)
+#   VRAMSCOPE_DEPS_READY  a file to create once the venv and node_modules are ready, before the
+#                       front end is built (scripts/test.sh starts jest and mypy then)
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -212,6 +214,9 @@ if [ -n "${NPM_PID:-}" ]; then
   fi
   cat "$NPM_LOG"
   rm -f "$NPM_LOG"
+fi
+if [ -n "${VRAMSCOPE_DEPS_READY:-}" ]; then
+  touch "$VRAMSCOPE_DEPS_READY"
 fi
 
 # 3. Front-end build (TypeScript + federated labextension) ----------------------------------

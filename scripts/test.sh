@@ -10,6 +10,9 @@
 # (scripts/cuda-check.sh: without CUDA its dry run, which must find none and say so),
 # demo notebook (examples/demo.ipynb via nbclient, in under DEMO_LIMIT_S seconds), ui
 # (galata/playwright in system chromium against a real JupyterLab, on two workers).
+# Side by side, where the cores would otherwise wait: jest and mypy beside setup's front-end
+# build, wheel, cuda-check and demo beside pytest's two workers; never beside the serial tests
+# or the browser tests.
 #
 # A suite that ran nothing fails: pytest's exit code 5 (no tests collected), a jest or pytest
 # run with no test passed, and skipped Playwright tests each count as failures.
@@ -65,22 +68,33 @@ skipped() { [[ " ${VRAMSCOPE_SKIP:-} " == *" $1 "* ]]; }
 
 banner() { printf '\n==================== %s ====================\n' "$1"; }
 
-# ---- setup --------------------------------------------------------------------------------
-run_check setup "" bash scripts/setup.sh --with-browser --lazy-bytecode
-export PATH="$ROOT/.venv/bin:$ROOT/node_modules/.bin:$PATH"
-export VIRTUAL_ENV=$ROOT/.venv
-PY=$ROOT/.venv/bin/python
-[ -x "$PY" ] || PY=python3
-
-# ---- side by side: jest and mypy start in the background, and the other linters, version and
-# wheel run meanwhile (each of them keeps at most one of two cores busy for most of its time);
-# their output is printed, and their results recorded, where they used to run ------------------
+# ---- side by side: suites that keep at most one of the two cores busy for much of their time
+# run in the background beside others; their output is printed, and their results recorded,
+# where they used to run (measured per second on 2 cores: the front-end build and the
+# labextension check at the end of setup ~55% busy, pytest's two workers ~85%) --------------
 declare -A BG_PIDS
-# background <name> <command...>: run it with its output to $RESULTS/<name>.log
+DEPS_READY=$RESULTS/deps-ready # created by setup.sh once the venv and node_modules are ready
+SETUP_DONE=$RESULTS/setup-done
+# background [--after-deps] <name> <command...>: run it with its output to $RESULTS/<name>.log;
+# with --after-deps, once setup has the venv and node_modules (or not at all, if setup ended
+# without them). Its time counts from when it starts.
 background() {
+  local after_deps=0
+  if [ "$1" = --after-deps ]; then
+    after_deps=1
+    shift
+  fi
   local name=$1
   shift
   (
+    if [ "$after_deps" = 1 ]; then
+      until [ -e "$DEPS_READY" ] || [ -e "$SETUP_DONE" ]; do sleep 0.5; done
+      if [ ! -e "$DEPS_READY" ]; then
+        echo "not run: setup ended without the venv and node_modules" >"$RESULTS/$name.log"
+        echo "1 0" >"$RESULTS/$name.status"
+        exit
+      fi
+    fi
     t0=$(date +%s)
     "$@" </dev/null >"$RESULTS/$name.log" 2>&1
     echo "$? $(($(date +%s) - t0))" >"$RESULTS/$name.status"
@@ -96,9 +110,25 @@ collect() {
     BG_SECONDS=0
   }
 }
+# run_collected <suite> <note>: record background job <suite> as a suite of one test
+run_collected() {
+  banner "$1"
+  collect "$1"
+  record "$1" $((BG_RC == 0 ? 1 : 0)) $((BG_RC == 0 ? 0 : 1)) "$BG_SECONDS" "$2"
+}
+
+# ---- setup, with jest and mypy beside its front-end build ----------------------------------
 JEST_JSON=$RESULTS/jest.json
-background jest npx jest --coverage=false --ci --json --outputFile="$JEST_JSON"
-background mypy "$PY" -m mypy
+background --after-deps jest npx jest --coverage=false --ci --json --outputFile="$JEST_JSON"
+background --after-deps mypy "$ROOT/.venv/bin/python" -m mypy
+export VRAMSCOPE_DEPS_READY=$DEPS_READY
+run_check setup "" bash scripts/setup.sh --with-browser --lazy-bytecode
+unset VRAMSCOPE_DEPS_READY
+touch "$SETUP_DONE"
+export PATH="$ROOT/.venv/bin:$ROOT/node_modules/.bin:$PATH"
+export VIRTUAL_ENV=$ROOT/.venv
+PY=$ROOT/.venv/bin/python
+[ -x "$PY" ] || PY=python3
 
 # ---- lint: each tool counts as one test ----------------------------------------------------
 banner lint
@@ -122,7 +152,7 @@ lint_tool prettier npm run -s prettier:check
 lint_tool stylelint npm run -s stylelint:check
 lint_tool ruff-check "$PY" -m ruff check .
 lint_tool ruff-format "$PY" -m ruff format --check .
-echo "--- mypy: $PY -m mypy (started beside the others)"
+echo "--- mypy: $PY -m mypy (started beside setup's front-end build)"
 collect mypy
 if [ "$BG_RC" = 0 ]; then
   lp=$((lp + 1))
@@ -227,11 +257,10 @@ EOF
   rm -rf "$tmp"
   return "$rc"
 }
-run_check wheel "" check_wheel
 
 # ---- jest -------------------------------------------------------------------------------------
 banner jest
-collect jest # started before lint
+collect jest # started beside setup's front-end build
 jest_rc=$BG_RC
 read -r jp jf < <(node -e '
   try {
@@ -246,6 +275,62 @@ if [ "$jp" = 0 ] && [ "$jf" = 0 ]; then
   jest_note="(no test passed)"
 fi
 record jest "$jp" "$jf" "$BG_SECONDS" "$jest_note"
+
+# scripts/cuda-check.sh, the prepared CUDA check for a GPU machine: where torch sees no CUDA
+# device (here) its dry run must start, set up the kernel's packages and kernelspec, find no
+# CUDA device and say so in its summary (test-results/cuda-check.txt), and exit 0.
+check_cuda_script() {
+  local summary=$RESULTS/cuda-check.txt
+  PYTHON=$PY bash scripts/cuda-check.sh --summary "$summary" || return 1
+  if ! "$PY" -c 'import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)'; then
+    grep -q '^NO CUDA DEVICE' "$summary" && grep -q '^0 passed, 0 failed$' "$summary"
+  fi
+}
+
+# ---- the demo notebook executes headless ---------------------------------------------------------------
+check_demo() {
+  "$PY" - examples/demo.ipynb "$DEMO_LIMIT_S" <<'EOF'
+import sys
+import time
+
+import nbformat
+from nbclient import NotebookClient
+
+path, limit = sys.argv[1], float(sys.argv[2])
+nb = nbformat.read(path, as_version=4)
+nbformat.validate(nb)
+start = time.time()
+# Cells tagged raises-exception (the deliberate failure) may error; any other error fails.
+NotebookClient(nb, timeout=int(limit), kernel_name="python3",
+               resources={"metadata": {"path": "examples"}}).execute()
+elapsed = time.time() - start
+print(f"{path}: {len(nb.cells)} cells executed in {elapsed:.1f} s (limit {limit:.0f} s)")
+if elapsed >= limit:
+    print(f"{path}: too slow, the demo must run in under {limit:.0f} s")
+    raise SystemExit(1)
+EOF
+}
+
+# ---- wheel, cuda-check and demo: in the background beside pytest's two workers, and waited
+# for before the serial tests, which run alone --------------------------------------------------
+start_side_suites() {
+  background wheel check_wheel
+  skipped cuda-check || background cuda-check check_cuda_script
+  skipped demo || background demo check_demo
+}
+record_side_suites() {
+  run_collected wheel ""
+  if skipped cuda-check; then
+    record cuda-check 0 0 0 "(skipped by VRAMSCOPE_SKIP)"
+  else
+    run_collected cuda-check "(scripts/cuda-check.sh: its dry run where there is no CUDA)"
+  fi
+  if skipped demo; then
+    record demo 0 0 0 "(skipped by VRAMSCOPE_SKIP)"
+  else
+    run_collected demo "(examples/demo.ipynb, limit ${DEMO_LIMIT_S} s)"
+  fi
+}
 
 # ---- pytest / cuda -------------------------------------------------------------------------
 # run_pytest <suite> <junit xml> <pytest args...>: skipped tests are allowed (and counted in
@@ -291,11 +376,15 @@ EOF
 # its `not cuda` here. With PYTEST_ARGS (a selection of one's own) everything runs in one
 # process, as before.
 if [ -n "${PYTEST_ARGS:-}" ]; then
+  start_side_suites
+  record_side_suites # first: nothing runs beside the serial tests
   # shellcheck disable=SC2086
   run_pytest pytest "$RESULTS/pytest.xml" test/python $PYTEST_ARGS
 else
+  start_side_suites
   run_pytest pytest "$RESULTS/pytest.xml" -n 2 --dist loadfile --no-loadscope-reorder \
     -m "not cuda and not serial" test/python
+  record_side_suites
   # Named files: collecting all of test/python again would import every module (~14 s).
   serial_files=$(cd test/python \
     && "$PY" -c 'import conftest; print(*sorted("test/python/" + f for f in conftest.SERIAL_FILES))')
@@ -315,52 +404,6 @@ else
   else
     record cuda 0 0 $(($(date +%s) - t)) "(no CUDA device)"
   fi
-fi
-
-# scripts/cuda-check.sh, the prepared CUDA check for a GPU machine: where torch sees no CUDA
-# device (here) its dry run must start, set up the kernel's packages and kernelspec, find no
-# CUDA device and say so in its summary (test-results/cuda-check.txt), and exit 0.
-check_cuda_script() {
-  local summary=$RESULTS/cuda-check.txt
-  PYTHON=$PY bash scripts/cuda-check.sh --summary "$summary" || return 1
-  if ! "$PY" -c 'import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)'; then
-    grep -q '^NO CUDA DEVICE' "$summary" && grep -q '^0 passed, 0 failed$' "$summary"
-  fi
-}
-if skipped cuda-check; then
-  record cuda-check 0 0 0 "(skipped by VRAMSCOPE_SKIP)"
-else
-  run_check cuda-check "(scripts/cuda-check.sh: its dry run where there is no CUDA)" \
-    check_cuda_script
-fi
-
-# ---- demo notebook executes headless ---------------------------------------------------------------
-check_demo() {
-  "$PY" - examples/demo.ipynb "$DEMO_LIMIT_S" <<'EOF'
-import sys
-import time
-
-import nbformat
-from nbclient import NotebookClient
-
-path, limit = sys.argv[1], float(sys.argv[2])
-nb = nbformat.read(path, as_version=4)
-nbformat.validate(nb)
-start = time.time()
-# Cells tagged raises-exception (the deliberate failure) may error; any other error fails.
-NotebookClient(nb, timeout=int(limit), kernel_name="python3",
-               resources={"metadata": {"path": "examples"}}).execute()
-elapsed = time.time() - start
-print(f"{path}: {len(nb.cells)} cells executed in {elapsed:.1f} s (limit {limit:.0f} s)")
-if elapsed >= limit:
-    print(f"{path}: too slow, the demo must run in under {limit:.0f} s")
-    raise SystemExit(1)
-EOF
-}
-if skipped demo; then
-  record demo 0 0 0 "(skipped by VRAMSCOPE_SKIP)"
-else
-  run_check demo "(examples/demo.ipynb, limit ${DEMO_LIMIT_S} s)" check_demo
 fi
 
 # ---- UI tests (galata + system chromium) ---------------------------------------------------------

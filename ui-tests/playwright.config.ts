@@ -156,35 +156,40 @@ export default defineConfig({
       args: CHROMIUM_ARGS
     }
   },
-  webServer: [
-    ...LAB_SERVERS.map(server => ({
-      command: [
-        `"${path.join(VENV_BIN, 'jupyter')}" lab`,
-        `--config "${path.join(__dirname, 'jupyter_server_test_config.py')}"`,
-        `--port ${server.port} --no-browser`
-      ].join(' '),
-      cwd: ROOT,
-      url: `${server.url}/lab`,
-      timeout: 120_000,
-      reuseExistingServer: false,
-      stdout: 'ignore' as const,
-      stderr: 'pipe' as const,
-      env: serverEnv(server)
-    })),
-    {
-      // Jupyter Notebook 7 with the same installed extension (tests/notebook7.spec.ts).
-      command: [
-        `"${path.join(VENV_BIN, 'jupyter')}" notebook`,
-        `--config "${path.join(__dirname, 'jupyter_notebook_test_config.py')}"`,
-        `--port ${process.env.VRAMSCOPE_NB_PORT} --no-browser`
-      ].join(' '),
-      cwd: ROOT,
-      url: `${process.env.VRAMSCOPE_NB_URL}/tree`,
-      timeout: 120_000,
-      reuseExistingServer: false,
-      stdout: 'ignore',
-      stderr: 'pipe',
-      env: serverEnv(LAB_SERVERS[0])
-    }
-  ]
+  // One process starts every server at once (servers.mjs says why) and says when all answer.
+  webServer: {
+    command: `node "${path.join(__dirname, 'servers.mjs')}"`,
+    cwd: ROOT,
+    env: {
+      VRAMSCOPE_UI_SERVERS: JSON.stringify([
+        ...LAB_SERVERS.map((server, i) => ({
+          name: `lab ${i}`,
+          command: [
+            `"${path.join(VENV_BIN, 'jupyter')}" lab`,
+            `--config "${path.join(__dirname, 'jupyter_server_test_config.py')}"`,
+            `--port ${server.port} --ServerApp.port_retries=0 --no-browser`
+          ].join(' '),
+          cwd: ROOT,
+          url: `${server.url}/lab`,
+          env: serverEnv(server)
+        })),
+        {
+          // Jupyter Notebook 7 with the same installed extension (tests/notebook7.spec.ts).
+          name: 'notebook',
+          command: [
+            `"${path.join(VENV_BIN, 'jupyter')}" notebook`,
+            `--config "${path.join(__dirname, 'jupyter_notebook_test_config.py')}"`,
+            `--port ${process.env.VRAMSCOPE_NB_PORT} --no-browser`
+          ].join(' '),
+          cwd: ROOT,
+          url: `${process.env.VRAMSCOPE_NB_URL}/tree`,
+          env: serverEnv(LAB_SERVERS[0])
+        }
+      ])
+    },
+    wait: { stdout: /vramscope-ui-servers: ready/ },
+    timeout: 120_000,
+    stdout: 'ignore',
+    stderr: 'pipe'
+  }
 });
