@@ -5,13 +5,13 @@
 # Suites: setup, lint (eslint, prettier, stylelint, ruff check, ruff format, mypy: one test
 # each), version (Python __version__ == package.json), wheel (built wheel carries the
 # labextension, and installed on its own `jupyter labextension list` shows it enabled OK),
-# jest, pytest (test/python on two workers, but for the tests marked serial), pytest-1w (those,
-# alone), cuda (`pytest -m cuda`, only where torch sees a CUDA device), cuda-check
+# jest, pytest (test/python on two workers, but for the tests marked apart), pytest-apart
+# (those, after it, on two workers of their own), cuda (`pytest -m cuda`, only where torch sees a CUDA device), cuda-check
 # (scripts/cuda-check.sh: without CUDA its dry run, which must find none and say so),
 # demo notebook (examples/demo.ipynb via nbclient, in under DEMO_LIMIT_S seconds), ui
 # (galata/playwright in system chromium against a real JupyterLab, on two workers).
 # Side by side, where the cores would otherwise wait: jest and mypy beside setup's front-end
-# build, wheel, cuda-check and demo beside pytest's two workers; never beside the serial tests
+# build, wheel, cuda-check and demo beside pytest's two workers; never beside the apart tests
 # or the browser tests.
 #
 # A suite that ran nothing fails: pytest's exit code 5 (no tests collected), a jest or pytest
@@ -19,7 +19,7 @@
 #
 # Environment: VRAMSCOPE_SKIP="ui demo" skips suites by name (setup, lint, version and wheel
 # always run); PYTEST_ARGS adds arguments to the pytest suite (not to the cuda suite) and runs
-# it in one process, the serial tests included (no pytest-1w suite).
+# it in one process, the apart tests included (no pytest-apart suite).
 set -uo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
@@ -312,7 +312,7 @@ EOF
 }
 
 # ---- wheel, cuda-check and demo: in the background beside pytest's two workers, and waited
-# for before the serial tests, which run alone --------------------------------------------------
+# for before the apart tests, which run after the others --------------------------------------------------
 start_side_suites() {
   background wheel check_wheel
   skipped cuda-check || background cuda-check check_cuda_script
@@ -371,26 +371,26 @@ EOF
 }
 
 # Two workers (pytest-xdist; whole files to a worker, so that a module's kernel starts once)
-# run every test but those marked serial, which then run alone in suite pytest-1w
-# (test/python/conftest.py says which and why). -m replaces pyproject's `-m 'not cuda'`, hence
+# run every test but those marked apart, which then run in suite pytest-apart, on two workers
+# of their own (test/python/conftest.py says which and why). -m replaces pyproject's `-m 'not cuda'`, hence
 # its `not cuda` here. With PYTEST_ARGS (a selection of one's own) everything runs in one
 # process, as before.
 if [ -n "${PYTEST_ARGS:-}" ]; then
   start_side_suites
-  record_side_suites # first: nothing runs beside the serial tests
+  record_side_suites # first: nothing runs beside the apart tests
   # shellcheck disable=SC2086
   run_pytest pytest "$RESULTS/pytest.xml" test/python $PYTEST_ARGS
 else
   start_side_suites
   run_pytest pytest "$RESULTS/pytest.xml" -n 2 --dist loadfile --no-loadscope-reorder \
-    -m "not cuda and not serial" test/python
+    -m "not cuda and not apart" test/python
   record_side_suites
   # Named files: collecting all of test/python again would import every module (~14 s).
-  serial_files=$(cd test/python \
-    && "$PY" -c 'import conftest; print(*sorted("test/python/" + f for f in conftest.SERIAL_FILES))')
+  apart_files=$(cd test/python \
+    && "$PY" -c 'import conftest; print(*sorted("test/python/" + f for f in conftest.APART_FILES))')
   # shellcheck disable=SC2086
-  run_pytest pytest-1w "$RESULTS/pytest-serial.xml" -m "serial and not cuda" \
-    ${serial_files:-test/python}
+  run_pytest pytest-apart "$RESULTS/pytest-apart.xml" -n 2 --dist loadfile \
+    -m "apart and not cuda" ${apart_files:-test/python}
 fi
 
 # The tests marked cuda (deselected above) need a real CUDA device; without one the suite is

@@ -65,14 +65,18 @@ def fresh_stream_kernel() -> Iterator[tuple[object, str]]:
         harness.close()
 
 
-#: Test files that must not run beside another test (scripts/test.sh runs every other file on
-#: two pytest-xdist workers, then these, marked ``serial``, alone): they bound wall-clock
-#: times or rates (sampler batches, the quiet waits, a long cell's records, the 10,000-module
-#: answer, /dev/kmsg, the samples of a computing cell), read memory that child processes'
-#: reporters sample (DataLoader workers, OOM kills), or read exact bytes where the kernel's own
-#: threads, delayed on a busy machine, have shown in a cell's delta before (Run All's 64 MiB
-#: cell, the checkpointed region).
-SERIAL_FILES = frozenset(
+#: Test files that must not run beside the main suite (scripts/test.sh runs every other file
+#: on two pytest-xdist workers, then these, marked ``apart``, on two workers of their own):
+#: they bound wall-clock times or rates (sampler batches, the quiet waits, a long cell's
+#: records, the 10,000-module answer, /dev/kmsg, the samples of a computing cell), read memory
+#: that child processes' reporters sample (DataLoader workers, OOM kills), or read exact bytes
+#: where the kernel's own threads, delayed on a busy machine, have shown in a cell's delta
+#: before (Run All's 64 MiB cell, the checkpointed region). The main suite keeps both cores
+#: ~90% busy; these mostly wait (on samplers, reporters, child processes: one file at a time
+#: kept the machine ~35% busy), so two of them at once leave it far from full. Measured on 2
+#: cores: 60-63 s one at a time; two at a time 35-42 s, green in 10 of 10 runs, 4 of them with
+#: a third process keeping a core busy throughout (46-49 s).
+APART_FILES = frozenset(
     {
         "test_cell_batching.py",
         "test_faults_scale.py",
@@ -102,8 +106,8 @@ LONGEST_FILES = (
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if item.path.name in SERIAL_FILES:
-            item.add_marker(pytest.mark.serial)
+        if item.path.name in APART_FILES:
+            item.add_marker(pytest.mark.apart)
     if os.environ.get("PYTEST_XDIST_WORKER"):  # a pytest-xdist worker: the longest files first
         first = {name: i for i, name in enumerate(LONGEST_FILES)}
         items.sort(key=lambda item: first.get(item.path.name, len(first)))
