@@ -38,7 +38,7 @@ for arg in "$@"; do
     --wheel) MODE=wheel ;;
     --develop) MODE=develop ;;
     -h | --help)
-      sed -n '2,23p' "$0"
+      sed -n '2,25p' "$0"
       exit 0
       ;;
     *)

@@ -71,7 +71,7 @@ banner() { printf '\n==================== %s ====================\n' "$1"; }
 
 # ---- side by side: suites that keep at most one of the two cores busy for much of their time
 # run in the background beside others; their output is printed, and their results recorded,
-# where they used to run (measured per second on 2 cores: the front-end build and the
+# once they are waited for (measured per second on 2 cores: the front-end build and the
 # labextension check at the end of setup ~55% busy, pytest's two workers ~85%) --------------
 declare -A BG_PIDS
 DEPS_READY=$RESULTS/deps-ready # created by setup.sh once the venv and node_modules are ready
@@ -108,12 +108,28 @@ background() {
 # collect <name>: wait for it and print its output; sets BG_RC (its exit status) and BG_SECONDS
 collect() {
   wait "${BG_PIDS[$1]}"
+  unset 'BG_PIDS[$1]'
   cat "$RESULTS/$1.log"
   read -r BG_RC BG_SECONDS <"$RESULTS/$1.status" || {
     BG_RC=1
     BG_SECONDS=0
   }
 }
+# The script ended early (interrupted, killed, or a bug): end the background jobs not collected
+# yet and what they started (they ignore the SIGINT that reaches this script), instead of
+# leaving them to write into the next run's test-results.
+kill_tree() {
+  local child
+  for child in $(pgrep -P "$1"); do kill_tree "$child"; done
+  kill "$1" 2>/dev/null
+}
+stop_background() {
+  local pid
+  for pid in "${BG_PIDS[@]}"; do kill_tree "$pid"; done
+}
+trap stop_background EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 # run_collected <suite> <note>: record background job <suite> as a suite of one test
 run_collected() {
   banner "$1"
@@ -286,24 +302,32 @@ record jest "$jp" "$jf" "$BG_SECONDS" "$jest_note"
 check_cuda_script() {
   local summary=$RESULTS/cuda-check.txt
   PYTHON=$PY bash scripts/cuda-check.sh --summary "$summary" || return 1
-  if ! "$PY" -c 'import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)'; then
+  if ! cuda_device; then
     grep -q '^NO CUDA DEVICE' "$summary" && grep -q '^0 passed, 0 failed$' "$summary"
   fi
 }
 
-# ---- wheel and cuda-check: in the background beside pytest's two workers, and waited for
-# before the apart tests, which run after the others (not the demo, which is timed: beside
+# ---- wheel and cuda-check's dry run: in the background beside pytest's two workers, and waited
+# for before the apart tests, which run after the others (not the demo, which is timed: beside
 # pytest it took 33-47 s of its 60) --------------------------------------------------
+cuda_device() { "$PY" -c 'import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)'; }
 start_side_suites() {
   background wheel check_wheel
-  skipped cuda-check || background cuda-check check_cuda_script
+  HAS_CUDA=0
+  if cuda_device </dev/null; then HAS_CUDA=1; fi
+  # with CUDA it is the whole check (up to 8 minutes, timed steps, exact reads): alone, later
+  if ! skipped cuda-check && [ "$HAS_CUDA" = 0 ]; then
+    background cuda-check check_cuda_script
+  fi
 }
 record_side_suites() {
   run_collected wheel ""
   if skipped cuda-check; then
     record cuda-check 0 0 0 "(skipped by VRAMSCOPE_SKIP)"
-  else
+  elif [ "$HAS_CUDA" = 0 ]; then
     run_collected cuda-check "(scripts/cuda-check.sh: its dry run where there is no CUDA)"
+  else
+    run_check cuda-check "(scripts/cuda-check.sh on the CUDA device)" check_cuda_script
   fi
 }
 
@@ -374,7 +398,7 @@ if skipped cuda; then
   record cuda 0 0 0 "(skipped by VRAMSCOPE_SKIP)"
 else
   t=$(date +%s)
-  if "$PY" -c 'import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)' </dev/null; then
+  if [ "$HAS_CUDA" = 1 ]; then
     run_pytest cuda "$RESULTS/pytest-cuda.xml" -m cuda test/python
   else
     record cuda 0 0 $(($(date +%s) - t)) "(no CUDA device)"

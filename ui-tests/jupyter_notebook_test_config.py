@@ -1,8 +1,9 @@
 """Jupyter server configuration for the Notebook 7 UI test (never use it in production).
 
-Started by ui-tests/playwright.config.ts as `jupyter notebook --config <this file> --port N`
-next to the JupyterLab server: a temporary root dir, no token, no XSRF check, and the app
-exposed as ``window.jupyterapp``. Galata's helper extension is JupyterLab-only: not loaded.
+Started by ui-tests/servers.mjs (for playwright.config.ts) as `jupyter notebook --config <this
+file> --port N` next to the JupyterLab servers: a temporary root dir, no token, no XSRF check,
+and the app exposed as ``window.jupyterapp``. Galata's helper extension is JupyterLab-only: not
+loaded.
 """
 
 import getpass

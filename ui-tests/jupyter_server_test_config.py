@@ -1,8 +1,8 @@
 """Jupyter server configuration for the vramscope UI tests (never use it in production).
 
-Started by ui-tests/playwright.config.ts as `jupyter lab --config <this file> --port N`:
-galata's helper gives a temporary root dir, no token, no XSRF check and exposes the app as
-``window.jupyterapp``; the tests run as root on CI, hence ``allow_root``.
+Started by ui-tests/servers.mjs (for playwright.config.ts) as `jupyter lab --config <this file>
+--port N`: galata's helper gives a temporary root dir, no token, no XSRF check and exposes the
+app as ``window.jupyterapp``; the tests run as root on CI, hence ``allow_root``.
 """
 
 import getpass

@@ -8,7 +8,7 @@
  * `{ name, command, cwd, url, env }` (`env` is added to this process's environment). They are
  * children of this process, in its process group, which Playwright kills after the run; their
  * stderr is passed on, each line prefixed with the server's name. A server that exits ends
- * this process with a non-zero status, so the run stops instead of waiting for it.
+ * them all, this process included, so the run stops instead of waiting for it.
  */
 import { spawn } from 'child_process';
 import http from 'http';
@@ -64,9 +64,11 @@ for (const server of servers) {
   });
   child.on('exit', (code, signal) => {
     console.error(
-      `servers.mjs: ${server.name} exited (${signal ?? `status ${code}`})`
+      `servers.mjs: ${server.name} exited (${signal ?? `status ${code}`}): ending the others`
     );
-    process.exit(code || 1);
+    // The whole process group, this process included: Playwright, which sees this process
+    // end, no longer kills the group, and the other servers would be left running.
+    process.kill(0, 'SIGKILL');
   });
 }
 
