@@ -10,12 +10,12 @@ import pytest
 sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "warm_kernels"))
 
-# The tests' own processes (pytest and its workers) skip jsonschema's optional "iri" format
-# checker, as `vramscope profile` does (vramscope.cli._without_iri_grammars, which says why):
-# importing nbformat would otherwise compile its ~40 lark grammars, ~2 s of CPU in each
-# process, for a format no notebook schema uses. Kernels are other processes, untouched.
-if "jsonschema" not in sys.modules:
-    sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
+# The tests' own processes (pytest and its workers) skip jsonschema's optional "iri" grammars
+# as `vramscope profile` does (its docstring says why): ~2 s of CPU less in each process that
+# imports nbformat. Kernels are other processes, untouched.
+from vramscope.cli import _without_iri_grammars
+
+_without_iri_grammars()
 
 _stop_warm_kernels: Callable[[], None] | None = None
 
