@@ -183,3 +183,27 @@ def test_a_late_log_line_amends_the_reason(tmp_path: Path) -> None:
     collector._recheck_oom()
     assert table.info(proc)["exit"] == "killed by the OOM killer (SIGKILL)"
     assert not collector._oom_recheck
+
+
+def test_a_child_that_ends_between_the_two_looks_keeps_its_signal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The collector asks for a child's status, then whether it still runs: a child that
+    turned zombie in between (seen in a fresh-clone run on a busy machine: "ended") is asked
+    again. Here the first look after its end answers "still running", as in that race."""
+    from vramscope.processes import collector as collector_module
+
+    real = collector_module.child_status
+    raced: list[int] = []
+
+    def racy(fd: int) -> tuple[int | None, int | None] | None:
+        status = real(fd)
+        if status is not None and not raced:
+            raced.append(fd)
+            return None  # looked just before it ended
+        return status
+
+    monkeypatch.setattr(collector_module, "child_status", racy)
+    info = killed_child(tmp_path, [])
+    assert raced  # the race was played
+    assert info["exit"] == "killed by SIGKILL" and info["signal"] == signal.SIGKILL

@@ -219,8 +219,11 @@ class Collector:
             return
         proc, is_child, ooms_before, seen = entry
         status = child_status(fd) if is_child else None
-        if status is None and is_alive(proc.pid):
-            return
+        if status is None:
+            if is_alive(proc.pid):
+                return
+            if is_child:  # it ended between the two looks: its status is there now
+                status = child_status(fd)
         del self._pidfds[fd]
         with contextlib.suppress(OSError):
             os.close(fd)
