@@ -136,10 +136,14 @@ export class LayersView extends Widget {
     this._signature = signature;
     this._layers = value;
     this._tree = buildLayerTree(value);
-    if (!this._expandedSet) {
-      // first layers seen: open the top blocks; the user's choices are kept afterwards
-      this._expanded = defaultExpanded(this._tree);
-      this._expandedSet = value.length > 0;
+    // The top blocks open the first time they are seen, each: a first message whose tree is
+    // shallower (the kernel's scan going on) or another model (the picker, another notebook)
+    // still shows its blocks; what the user opened or closed stays so.
+    for (const path of defaultExpanded(this._tree)) {
+      if (!this._defaulted.has(path)) {
+        this._defaulted.add(path);
+        this._expanded.add(path);
+      }
     }
     this._render();
   }
@@ -375,7 +379,8 @@ export class LayersView extends Widget {
   private _moreButton: HTMLButtonElement;
   private _tree: ILayerNode[] = [];
   private _expanded = new Set<string>();
-  private _expandedSet = false;
+  /** The blocks opened by default once already (`layers`). */
+  private _defaulted = new Set<string>();
   private _mode: LayersView.Mode;
   private _modeButton: HTMLButtonElement;
   private _filter = '';

@@ -329,6 +329,52 @@ describe('layer tree', () => {
   });
 });
 
+describe('layer tree defaults', () => {
+  const linear = (path: string, saved: number): ILayerInfo => ({
+    path,
+    type: 'Linear',
+    saved_bytes: saved,
+    peak_saved_bytes: saved,
+    output_shape: [2, 4],
+    param_bytes: 80,
+    grad_bytes: 80
+  });
+  const paths = (view: LayersView) =>
+    Array.from(
+      view.node.querySelectorAll<HTMLElement>('.vramscope-Layers-bar')
+    ).map(r => r.dataset.path);
+
+  it('opens blocks first seen in a later message; what the user closed stays closed', () => {
+    const view = attach(new LayersView());
+    // a first message with only the top rows (the kernel's scan still going on)
+    view.layers = [linear('layers', 64), linear('head', 32)];
+    expect(paths(view)).toEqual(['layers', 'head']);
+    // then the whole tree: the block now has children, and opens as on a first message
+    view.layers = [
+      linear('layers.0', 32),
+      linear('layers.1', 32),
+      linear('head', 32)
+    ];
+    expect(paths(view)).toEqual(['layers', 'layers.0', 'layers.1', 'head']);
+    // the user closes it: a new message of the same model keeps it closed
+    (
+      view.node.querySelector(
+        '.vramscope-Layers-bar[data-path="layers"] .vramscope-Layers-expand'
+      ) as HTMLElement
+    ).click();
+    view.layers = [
+      linear('layers.0', 48),
+      linear('layers.1', 32),
+      linear('head', 32)
+    ];
+    expect(paths(view)).toEqual(['layers', 'head']);
+    // another model: its blocks open
+    view.layers = [linear('encoder.0', 16), linear('encoder.1', 16)];
+    expect(paths(view)).toEqual(['encoder', 'encoder.0', 'encoder.1']);
+    view.dispose();
+  });
+});
+
 describe('breakdown', () => {
   it('parts add up to the total, with CUDA extras', () => {
     const { parts, total, allocated } = breakdownParts(CUDA);
