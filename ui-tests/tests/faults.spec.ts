@@ -59,6 +59,10 @@ async function untitledWithPanel(page: IJupyterLabPageFixture): Promise<void> {
   ).toHaveAttribute('data-status', 'connected', { timeout: 60_000 });
 }
 
+// A page loaded for each test: they reload it, open it in more tabs, install kernelspecs and
+// make new notebooks with JupyterLab's default kernel, which a page remembers as last chosen.
+test.use({ sharePage: false });
+
 test('a page reload mid-training rebuilds the panel from the kernel', async ({
   page,
   pageErrors

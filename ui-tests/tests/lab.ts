@@ -11,6 +11,7 @@ import type { APIRequestContext, Locator, Page } from '@playwright/test';
 import * as path from 'path';
 
 import { closeLeft, openDocument, openNotebookFile } from './notebookfile';
+import { SHARE_PAGE_DEFAULT, SharedLab } from './sharedpage';
 import {
   debuggerAnswered,
   pageErrorFixtures,
@@ -25,21 +26,67 @@ import {
  * that earlier tests left on the server while the test runs (see `leftKernels`), and whose
  * `pageErrors` fixture collects the page errors a spec asserts on, JupyterLab's cancelled
  * debug request left out (utils.ts, `pageErrorFixtures`: the one place that tolerates it).
+ * Its tests share their worker's JupyterLab page, put back as fresh after each
+ * (sharedpage.ts), unless a spec says `test.use({ sharePage: false })`.
  */
 export const test = galataTest.extend<
-  { settleKernels: void } & PageErrorFixtures
+  { settleKernels: void; sharePage: boolean } & PageErrorFixtures,
+  { sharedLab: SharedLab }
 >({
   ...pageErrorFixtures,
   // The JupyterLab server of this worker (playwright.config.ts starts one per worker).
   baseURL: async ({ baseURL }, use, testInfo) => {
     await use(serverOf(testInfo.parallelIndex)?.url ?? baseURL);
   },
-  // Closed only once its kernel connections have settled. An override, not part of the auto
-  // fixture below: a test that never asks for `page` (a report opened in a bare browser
-  // page) loads no JupyterLab.
-  page: async ({ page }, use) => {
+  sharePage: [SHARE_PAGE_DEFAULT, { option: true }],
+  sharedLab: [
+    async ({ browser }, use, workerInfo) => {
+      const lab = await SharedLab.open(
+        browser,
+        workerInfo.project.use.viewport
+      );
+      await use(lab);
+      const { loaded, reused, reloadedAfter } = lab.counts;
+      if (loaded + reused) {
+        console.log(
+          `[shared page] worker ${workerInfo.parallelIndex}: JupyterLab loaded ` +
+            `${loaded} times for ${loaded + reused} tests` +
+            (reloadedAfter.length
+              ? `; not as fresh after: ${reloadedAfter.join('; ')}`
+              : '')
+        );
+      }
+      await lab.close();
+    },
+    { scope: 'worker' }
+  ],
+  // The shared page's context (Playwright's `page` fixture takes its first page), cleared
+  // of what the test added to it once the test is over.
+  context: async ({ context, sharePage, sharedLab }, use) => {
+    if (!sharePage) {
+      await use(context);
+      return;
+    }
+    await sharedLab.beginTest();
+    await use(sharedLab.context);
+    await sharedLab.endTest();
+  },
+  // galata loads JupyterLab unless the shared page has it, as fresh
+  autoGoto: async ({ autoGoto, sharePage, sharedLab }, use) => {
+    await use(autoGoto && !(sharePage && sharedLab.loaded));
+  },
+  // Closed (or, shared, put back as fresh) only once its kernel connections have settled.
+  // An override, not part of the auto fixture below: a test that never asks for `page` (a
+  // report opened in a bare browser page) loads no JupyterLab.
+  page: async ({ page, sharePage, sharedLab, tmpPath }, use, testInfo) => {
+    if (sharePage) {
+      await sharedLab.ready(page, tmpPath);
+    }
     await use(page);
     await kernelsSettled(page);
+    if (sharePage) {
+      await sharedLab.reset(page, testInfo);
+    }
   },
   settleKernels: [
     async ({ request }, use) => {

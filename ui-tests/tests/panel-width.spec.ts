@@ -36,7 +36,8 @@ async function showOnly(panel: Locator, titles: string[]): Promise<void> {
 }
 
 test.describe('the panel at the sidebar width (issues 12, 22)', () => {
-  test.use({ kernels: null, sessions: null });
+  // a page loaded for it: it asserts the panel's layout as a fresh load has it
+  test.use({ kernels: null, sessions: null, sharePage: false });
 
   test.skip(
     !panelBuilt(),
