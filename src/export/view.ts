@@ -44,6 +44,9 @@ export class ExportView extends Widget implements IMemorySessionView {
   }
 
   setSession(session: IMemorySession | null): void {
+    if (session !== this._session) {
+      this.setStatus(''); // the last export was another notebook's
+    }
     this._session?.statusChanged.disconnect(this._update, this);
     this._session = session;
     session?.statusChanged.connect(this._update, this);

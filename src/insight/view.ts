@@ -67,6 +67,7 @@ export class InsightView extends Panel {
     this._session?.insightChanged.disconnect(this._onInsight, this);
     this._session = session;
     this._pending = null;
+    this._error = ''; // a failed refresh of another notebook
     session?.insightChanged.connect(this._onInsight, this);
     this._render(session?.insight ?? null);
   }

@@ -3,8 +3,11 @@
  * is saved, and the file lands next to the notebook under the kernel's plain file name.
  */
 import { Contents } from '@jupyterlab/services';
+import { CommandRegistry } from '@lumino/commands';
 
+import { FakeSession } from '../../bench/timeline_update.fake';
 import { exportReport, reportPath } from '../../src/export/exporter';
+import { ExportView } from '../../src/export/view';
 import { IExportResult } from '../../src/protocol';
 import { IMemorySession } from '../../src/tokens';
 import { validateExportResult } from '../../src/validate';
@@ -107,5 +110,25 @@ describe('exportReport', () => {
     expect(reportPath('train.ipynb', 'train.vramscope.md')).toBe(
       'train.vramscope.md'
     );
+  });
+});
+
+describe('ExportView across notebooks', () => {
+  it("says the last export's outcome for its notebook only", () => {
+    const commands = new CommandRegistry();
+    const view = new ExportView({
+      commands,
+      command: 'vramscope:export-report'
+    });
+    const status = () =>
+      view.node.querySelector('.vramscope-Export-status')!.textContent;
+    const first = new FakeSession();
+    view.setSession(first);
+    view.setStatus('Saved a/report.vramscope.html');
+    view.setSession(first); // the same notebook again: kept
+    expect(status()).toBe('Saved a/report.vramscope.html');
+    view.setSession(new FakeSession()); // another notebook
+    expect(status()).toBe('');
+    view.dispose();
   });
 });

@@ -466,6 +466,26 @@ describe('breakdown', () => {
   });
 });
 
+describe('InsightView across notebooks', () => {
+  it("a failed refresh is said for its notebook only, not for the next one's", async () => {
+    const first = new FakeSession();
+    first.setInsight(INSIGHT);
+    first.request = (() =>
+      Promise.reject(new Error('kernel gone'))) as FakeSession['request'];
+    const view = attach(new InsightView());
+    view.setSession(first);
+    await view.refresh();
+    const message = () =>
+      view.node.querySelector('.vramscope-Insight-message')!.textContent;
+    expect(message()).toContain('Refresh failed: kernel gone');
+    const second = new FakeSession();
+    second.setInsight(INSIGHT);
+    view.setSession(second);
+    expect(message()).not.toContain('Refresh failed');
+    view.dispose();
+  });
+});
+
 describe('HoldersView', () => {
   it('renders holders by bytes with copyable fixes', async () => {
     expect(sortHolders(INSIGHT.holders).map(h => h.name)).toEqual([
