@@ -14,6 +14,7 @@ import { closeLeft, openDocument, openNotebookFile } from './notebookfile';
 import { SHARE_PAGE_DEFAULT, SharedLab } from './sharedpage';
 import {
   debuggerAnswered,
+  forgetDebugRequests,
   pageErrorFixtures,
   type PageErrorFixtures,
   ROOT,
@@ -86,6 +87,7 @@ export const test = galataTest.extend<
     await kernelsSettled(page);
     if (sharePage) {
       await sharedLab.reset(page, testInfo);
+      forgetDebugRequests(page); // its listeners go with the test's (sharedLab.endTest)
     }
   },
   settleKernels: [

@@ -8,6 +8,10 @@ import { expect } from '@jupyterlab/galata';
 import { test } from './lab';
 import { JUPYTERLAB_CANCELLED_DEBUG_REQUEST } from './utils';
 
+// a page loaded for it: it counts the page's errors, which a kept page's earlier notebooks
+// could add to (a debug request cancelled as they closed)
+test.use({ sharePage: false });
+
 test("pageErrors keeps every page error but JupyterLab's cancelled debug request", async ({
   page,
   pageErrors

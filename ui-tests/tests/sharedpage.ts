@@ -19,7 +19,10 @@
  * galata's and lab.ts's business (`settleKernels`).
  *
  * `VRAMSCOPE_UI_SHARED_PAGE=0` gives every test a fresh load again; a spec whose test needs
- * one regardless asks with `test.use({ sharePage: false })`.
+ * one regardless asks with `test.use({ sharePage: false })`: one that bounds what a page
+ * holds or counts its errors, reloads it or opens it in other tabs, sets galata's options
+ * that act at a load (`mockSettings`, `mockState`, `mockUser`, `appPath`) or exposes
+ * functions to the page (`page.exposeFunction`, galata's `runCellByCell`), which stay.
  */
 import type {
   Browser,
@@ -83,12 +86,23 @@ export class SharedLab {
    * test's own folder in the file browser, as galata's load does.
    */
   async ready(page: Page, tmpPath: string): Promise<void> {
-    if (this._fresh === null) {
+    if (page.mainFrame() !== this._page.mainFrame()) {
+      // Playwright's `page` fixture took another page (no reuseContext, or video on)
+      throw new Error(
+        'the shared JupyterLab page needs `reuseContext: true` and video off ' +
+          '(playwright.config.ts), or VRAMSCOPE_UI_SHARED_PAGE=0'
+      );
+    }
+    // Until `reset` has put it back and checked it, the page counts as used: a teardown that
+    // fails before (a kernel that never settles) leaves the next test a fresh load.
+    this._reference = this._fresh;
+    this._fresh = null;
+    if (this._reference === null) {
       if (!(await page.evaluate(() => !!(window as any).jupyterapp?.shell))) {
         return; // not loaded by galata (autoGoto off): nothing to share
       }
       const { state, sizes, accordion } = await fingerprint(page);
-      this._fresh = state;
+      this._reference = state;
       this._freshSizes = sizes;
       this._freshAccordion = accordion;
       this.counts.loaded += 1;
@@ -112,8 +126,8 @@ export class SharedLab {
    * as a fresh load left it, and check that it is; otherwise the next test loads afresh.
    */
   async reset(page: Page, testInfo: TestInfo): Promise<void> {
-    const fresh = this._fresh;
-    this._fresh = null;
+    const fresh = this._reference;
+    this._reference = null;
     if (
       fresh === null ||
       page.isClosed() ||
@@ -130,6 +144,10 @@ export class SharedLab {
       if (this._viewport) {
         await page.setViewportSize(this._viewport);
       }
+      // the pointer off the page's content (a plot's hover), no open menu, nothing focused
+      await page.mouse.up().catch(() => undefined);
+      await page.mouse.move(0, 0);
+      await page.keyboard.press('Escape');
       const { panes, fields } = JSON.parse(fresh);
       await page.evaluate(clean, {
         sizes: this._freshSizes,
@@ -159,8 +177,14 @@ export class SharedLab {
   async endTest(): Promise<void> {
     restore(this._page, this._pageListeners);
     restore(this.context, this._contextListeners);
+    await this.context.unrouteAll({ behavior: 'ignoreErrors' });
     if (!this._page.isClosed()) {
       await this._page.unrouteAll({ behavior: 'ignoreErrors' });
+      if (this._fresh === null) {
+        // not kept: its notebooks and kernel connections go now, not at the next load
+        // (tests that load their own page may run meanwhile, and shut those kernels down)
+        await this._page.goto('about:blank').catch(() => undefined);
+      }
     }
     for (const other of this.context.pages()) {
       if (other !== this._page) {
@@ -173,7 +197,10 @@ export class SharedLab {
     await this.context.close();
   }
 
+  /** The fresh load's state while the page is kept between tests; null: load it again. */
   private _fresh: Fingerprint | null = null;
+  /** The fresh load's state for the test that has the page now (see `ready`). */
+  private _reference: Fingerprint | null = null;
   private _freshSizes: number[] = [];
   private _freshAccordion: number[] = [];
   private _pageListeners: Listeners = new Map();
@@ -382,6 +409,14 @@ async function fingerprint(
           `${f.name || f.className}=${f.type === 'checkbox' ? f.checked : f.value}`
       ),
       text: panel?.innerText ?? '',
+      // the panes not shown too (a status line, an error, the estimator's state), but the
+      // timeline's, whose process-lanes toggle is filled in once the first update came
+      panes_text: Array.from(
+        panel?.querySelectorAll<HTMLElement>('.vramscope-Section') ?? []
+      )
+        .filter(n => n.dataset.section !== 'Timeline')
+        .map(n => n.textContent ?? ''),
+      menus: document.querySelectorAll('.lm-Menu, .jp-Tooltip').length,
       // the state the panel's views keep in their DOM, shown or not (a pane's mode, its
       // toggles): every element's data-, aria- and hidden attributes
       attributes: Array.from(panel?.querySelectorAll('*') ?? [])

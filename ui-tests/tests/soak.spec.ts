@@ -43,7 +43,8 @@ async function connected(page: IJupyterLabPageFixture): Promise<void> {
 
 // galata mocks the kernels/sessions REST routes and answers every POST with 201, which
 // breaks `POST /api/kernels/<id>/restart` (JupyterLab expects 200): talk to the server.
-test.use({ kernels: null, sessions: null });
+// a page loaded for it: its bound on the page's heap is for a fresh JupyterLab
+test.use({ kernels: null, sessions: null, sharePage: false });
 
 test('soak: Run All three times, a page reload and a kernel restart before the third', async ({
   page,

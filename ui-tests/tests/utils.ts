@@ -122,6 +122,14 @@ export function watchDebugRequests(page: Page): void {
   });
 }
 
+/**
+ * Stop counting for `page` (its listeners are gone: a page kept for the next test,
+ * sharedpage.ts): the next `watchDebugRequests` starts again.
+ */
+export function forgetDebugRequests(page: Page): void {
+  debugWatchers.delete(page);
+}
+
 /** Wait until the kernel has answered every debug request of `page` (see above). */
 export async function debuggerAnswered(page: Page): Promise<void> {
   const pending = debugWatchers.get(page);
