@@ -7,6 +7,15 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
+# One torch thread per process (the tests' own and the kernels they start, which inherit it),
+# unless asked otherwise, as the browser tests' kernels (ui-tests/playwright.config.ts): three
+# workers with a kernel each on two cores, each kernel with torch's default of a thread per
+# core, wait in each other's thread pools: the main suite took 256 s and 491 CPU-s that way,
+# against 237 and 215 s, 447 and 405 CPU-s with one thread (one session, alternating, on a
+# machine that was slower in the one-thread runs). Set before anything imports torch or starts
+# the zygote.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "warm_kernels"))
 

@@ -56,7 +56,9 @@ def test_a_warm_kernel_is_forked_with_torch_imported_and_runs_the_bridge() -> No
 
 
 def test_cold_when_asked_or_when_the_environment_differs_at_import_time() -> None:
-    for k in (KernelHarness(cold=True), KernelHarness(env={"OMP_NUM_THREADS": "1"})):
+    # a thread count other than the zygote's (conftest.py sets one)
+    threads = str(int(os.environ.get("OMP_NUM_THREADS") or "1") + 1)
+    for k in (KernelHarness(cold=True), KernelHarness(env={"OMP_NUM_THREADS": threads})):
         try:
             pid, _ = k.eval(PIDS)
             assert pid == k.km.provisioner.pid  # type: ignore[union-attr]
