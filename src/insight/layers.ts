@@ -175,10 +175,23 @@ export class LayersView extends Widget {
     return this._rowLimit;
   }
 
-  /** Render `TREE_ROWS_STEP` more rows of the tree. */
+  /**
+   * Render `TREE_ROWS_STEP` more rows of the tree: appended to the rows shown, when nothing
+   * else changed since they were drawn (a model of thousands of modules, clicked to its end,
+   * would otherwise rebuild every row at each click).
+   */
   showMore(): void {
+    const from = this._rowLimit;
     this._rowLimit += TREE_ROWS_STEP;
-    this._render();
+    const drawn = this._drawnTree;
+    if (this._mode !== 'tree' || !drawn) {
+      this._render();
+      return;
+    }
+    for (const n of drawn.visible.slice(from, this._rowLimit)) {
+      this._list.appendChild(this._treeRow(n, drawn.scale));
+    }
+    this._treeFoot(drawn.visible);
   }
 
   handleEvent(event: Event): void {
@@ -202,6 +215,7 @@ export class LayersView extends Widget {
   }
 
   private _render(): void {
+    this._drawnTree = null;
     const tree = this._mode === 'tree';
     this._modeButton.textContent = tree ? 'Flat list' : 'Tree';
     this._modeButton.title = tree
@@ -218,59 +232,70 @@ export class LayersView extends Widget {
 
   private _renderTree(): void {
     const visible = visibleNodes(this._tree, this._expanded, this._filter);
-    const rows = visible.slice(0, this._rowLimit);
     let scale = 0;
     for (const n of visible) {
       scale = Math.max(scale, n.total, n.peak);
     }
     this._list.textContent = '';
-    for (const n of rows) {
-      const { row, name, value } = this._bar(
-        n.path,
-        n.layer?.saved_bytes ?? 0,
-        n.total,
-        n.peak,
-        scale
-      );
-      row.classList.add('vramscope-mod-tree');
-      row.dataset.total = String(n.total);
-      row.title = nodeTooltip(n);
-      name.style.paddingLeft = `${n.depth * 10}px`;
-      name.append(this._expander(n), n.name || '(model)');
-      if (n.layer?.type && !specialName(n.layer)) {
-        const type = document.createElement('span');
-        type.className = 'vramscope-Layers-type';
-        type.textContent = n.layer.type;
-        name.appendChild(type);
-      }
-      const tags = document.createElement('span');
-      tags.className = 'vramscope-Layers-tags';
-      const dtypes = dtypeTag(n);
-      if (dtypes) {
-        const tag = document.createElement('span');
-        tag.className = 'vramscope-Layers-dtype';
-        tag.textContent = dtypes;
-        tags.appendChild(tag);
-      }
-      if (n.layer?.checkpointed) {
-        const ckpt = document.createElement('span');
-        ckpt.className = 'vramscope-Layers-ckpt';
-        ckpt.textContent = 'ckpt';
-        ckpt.title = 'checkpointed: recomputed in backward';
-        tags.appendChild(ckpt);
-      }
-      value.prepend(tags);
-      this._list.appendChild(row);
+    for (const n of visible.slice(0, this._rowLimit)) {
+      this._list.appendChild(this._treeRow(n, scale));
     }
+    this._treeFoot(visible);
+    this._drawnTree = { visible, scale };
+  }
+
+  /** One row of the tree (bars drawn against `scale`, the largest of all visible rows). */
+  private _treeRow(n: ILayerNode, scale: number): HTMLDivElement {
+    const { row, name, value } = this._bar(
+      n.path,
+      n.layer?.saved_bytes ?? 0,
+      n.total,
+      n.peak,
+      scale
+    );
+    row.classList.add('vramscope-mod-tree');
+    row.dataset.total = String(n.total);
+    row.title = nodeTooltip(n);
+    name.style.paddingLeft = `${n.depth * 10}px`;
+    name.append(this._expander(n), n.name || '(model)');
+    if (n.layer?.type && !specialName(n.layer)) {
+      const type = document.createElement('span');
+      type.className = 'vramscope-Layers-type';
+      type.textContent = n.layer.type;
+      name.appendChild(type);
+    }
+    const tags = document.createElement('span');
+    tags.className = 'vramscope-Layers-tags';
+    const dtypes = dtypeTag(n);
+    if (dtypes) {
+      const tag = document.createElement('span');
+      tag.className = 'vramscope-Layers-dtype';
+      tag.textContent = dtypes;
+      tags.appendChild(tag);
+    }
+    if (n.layer?.checkpointed) {
+      const ckpt = document.createElement('span');
+      ckpt.className = 'vramscope-Layers-ckpt';
+      ckpt.textContent = 'ckpt';
+      ckpt.title = 'checkpointed: recomputed in backward';
+      tags.appendChild(ckpt);
+    }
+    value.prepend(tags);
+    return row;
+  }
+
+  /** The tree's foot line: rows shown of `visible`, the modules and the total saved now. */
+  private _treeFoot(visible: ReadonlyArray<ILayerNode>): void {
+    const shownRows = Math.min(this._rowLimit, visible.length);
     const total = this._tree.reduce((s, n) => s + n.total, 0);
     const shown =
-      rows.length < visible.length
-        ? `Showing ${rows.length} of ${visible.length} rows`
-        : `${rows.length} rows`;
+      shownRows < visible.length
+        ? `Showing ${shownRows} of ${visible.length} rows`
+        : `${shownRows} rows`;
     this._setFoot(
       total,
       `${shown} (${this._layers.length} modules; ${formatBytes(total)} saved now).`,
-      visible.length - rows.length
+      visible.length - shownRows
     );
   }
 
@@ -378,6 +403,11 @@ export class LayersView extends Widget {
   private _footText: HTMLSpanElement;
   private _moreButton: HTMLButtonElement;
   private _tree: ILayerNode[] = [];
+  /** The tree's rows as last drawn (all visible, and the bars' scale), for "Show more". */
+  private _drawnTree: {
+    visible: ReadonlyArray<ILayerNode>;
+    scale: number;
+  } | null = null;
   private _expanded = new Set<string>();
   /** The blocks opened by default once already (`layers`). */
   private _defaulted = new Set<string>();

@@ -116,6 +116,37 @@ describe('LayersView with 1,000 layer rows', () => {
     view.dispose();
   });
 
+  it('"Show more" appends to the rows drawn, the same rows a full render gives', () => {
+    const view = attach(new LayersView());
+    view.layers = sequential(999);
+    const firstRow = view.node.querySelector('.vramscope-Layers-bar');
+    more(view).click();
+    // the rows already drawn stay (appended to, not rebuilt)
+    expect(view.node.querySelector('.vramscope-Layers-bar')).toBe(firstRow);
+    // after a change of rows and a filter, still what a view drawn at once shows
+    view.layers = sequential(999, i => (i % 7) * 1000 + i);
+    view.filter = '1';
+    more(view).click();
+    more(view).click();
+    const fresh = attach(new LayersView());
+    fresh.showMore(); // extended while empty: the rows below are drawn in one render
+    fresh.showMore();
+    fresh.showMore();
+    fresh.layers = sequential(999, i => (i % 7) * 1000 + i);
+    fresh.filter = '1';
+    const drawn = (v: LayersView) =>
+      Array.from(
+        v.node.querySelectorAll<HTMLElement>('.vramscope-Layers-bar')
+      ).map(b => b.outerHTML);
+    expect(view.rowLimit).toBe(4 * TREE_ROWS_STEP);
+    expect(drawn(view)).toHaveLength(4 * TREE_ROWS_STEP);
+    expect(drawn(view)).toEqual(drawn(fresh));
+    expect(foot(view)).toBe(foot(fresh));
+    expect(more(view).textContent).toBe(more(fresh).textContent);
+    view.dispose();
+    fresh.dispose();
+  });
+
   it('the rows shown stay as the user extended them across updates', () => {
     const view = attach(new LayersView());
     view.layers = sequential(999);
