@@ -14,6 +14,7 @@ import { closeLeft, openDocument, openNotebookFile } from './notebookfile';
 import { SHARE_PAGE_DEFAULT, SharedLab } from './sharedpage';
 import {
   debuggerAnswered,
+  filterDebuggerSources,
   forgetDebugRequests,
   pageErrorFixtures,
   type PageErrorFixtures,
@@ -65,6 +66,7 @@ export const test = galataTest.extend<
   // of what the test added to it once the test is over.
   context: async ({ context, sharePage, sharedLab }, use) => {
     if (!sharePage) {
+      await filterDebuggerSources(context);
       await use(context);
       return;
     }

@@ -9,6 +9,7 @@ import { expect, type Page, test as base } from '@playwright/test';
 
 import {
   debuggerAnswered,
+  filterDebuggerSources,
   IMPORT_TORCH,
   pageErrorFixtures,
   type PageErrorFixtures,
@@ -18,8 +19,17 @@ import {
   watchDebugRequests
 } from './utils';
 
-/** Playwright's `test` with the specs' shared `pageErrors` fixture (utils.ts). */
-const test = base.extend<PageErrorFixtures>(pageErrorFixtures);
+/**
+ * Playwright's `test` with the specs' shared `pageErrors` fixture, and the debugger's kernel
+ * sources filtered as in every spec (utils.ts).
+ */
+const test = base.extend<PageErrorFixtures>({
+  ...pageErrorFixtures,
+  context: async ({ context }, use) => {
+    await filterDebuggerSources(context);
+    await use(context);
+  }
+});
 
 const NB_URL = process.env.VRAMSCOPE_NB_URL as string;
 const NAME = 'notebook7.ipynb';

@@ -32,6 +32,8 @@ import type {
   ViewportSize
 } from '@playwright/test';
 
+import { filterDebuggerSources } from './utils';
+
 /** Whether tests share their worker's page unless a spec says otherwise. */
 export const SHARE_PAGE_DEFAULT = process.env.VRAMSCOPE_UI_SHARED_PAGE !== '0';
 
@@ -53,6 +55,7 @@ export class SharedLab {
     viewport: ViewportSize | null | undefined
   ): Promise<SharedLab> {
     const context = await browser.newContext({ viewport: viewport ?? null });
+    await filterDebuggerSources(context);
     return new SharedLab(context, await context.newPage(), viewport ?? null);
   }
 

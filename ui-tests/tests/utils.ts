@@ -9,6 +9,67 @@ import {
 
 export const ROOT = path.resolve(__dirname, '..', '..');
 
+/**
+ * What the debugger's "Kernel Sources" list shows in the tests' pages: vramscope's own
+ * modules, not the kernel's ~2,000 (torch imported). JupyterLab's debugger asks a kernel for
+ * its loaded modules after every cell and draws every one in its (hidden) sidebar: ~6,800
+ * elements, 73% of the page, re-rendered after each cell, each row with a React icon that
+ * connects to the icon's signal by a linear search over the others (quadratic). Measured over
+ * the whole browser suite (CPU profiles of the page): ~30 s of the renderer's ~300 s in
+ * those connects, and every document-wide Playwright query walks the extra elements; the
+ * suite took 420 s and ~785 CPU-s (renderers 363) without the filter, 320 s and ~593 (246)
+ * with it, one after the other. The kernel is still asked and still answers (what the bridge
+ * keeps out of a cell's delta, vramscope.quiet); only the hidden list is shorter.
+ */
+export const DEBUGGER_SOURCES_FILTER = '^vramscope';
+
+/**
+ * Every JupyterLab page of `context` (loaded or reloaded from now on) filters its debugger's
+ * kernel sources to `DEBUGGER_SOURCES_FILTER`; other pages are left alone.
+ */
+export async function filterDebuggerSources(
+  context: BrowserContext
+): Promise<void> {
+  await context.addInitScript(filter => {
+    if (window.top !== window) {
+      return;
+    }
+    // Pinned on the sources model once the debugger's sidebar exists: its filter box writes
+    // its own (empty) value back once it is drawn. Given up after a minute (not JupyterLab).
+    const since = Date.now();
+    const timer = setInterval(() => {
+      const app = (window as any).jupyterapp;
+      const sidebar = app?.shell
+        ? Array.from(app.shell.widgets('right') as Iterable<any>).find(
+            w => w.id === 'jp-debugger-sidebar'
+          )
+        : undefined;
+      const model = sidebar?.kernelSources?._model;
+      if (model) {
+        const own = Object.getOwnPropertyDescriptor(
+          Object.getPrototypeOf(model),
+          'filter'
+        );
+        if (own?.get && own.set) {
+          Object.defineProperty(model, 'filter', {
+            configurable: true,
+            get: () => own.get!.call(model),
+            set: () => {
+              if (own.get!.call(model) !== filter) {
+                own.set!.call(model, filter);
+              }
+            }
+          });
+          model.filter = filter;
+        }
+      }
+      if (model || Date.now() - since > 60_000) {
+        clearInterval(timer);
+      }
+    }, 100);
+  }, DEBUGGER_SOURCES_FILTER);
+}
+
 /** Whether the served (freshly built) front end contains the vramscope panel. */
 export function panelBuilt(): boolean {
   const dir = path.join(
