@@ -175,7 +175,40 @@ NPM_KEY=$(hash_of "$(node --version)" package.json package-lock.json)
 NPM_LOG=$(mktemp)
 npm_step >"$NPM_LOG" 2>&1 &
 NPM_PID=$!
-trap 'kill "$NPM_PID" 2>/dev/null || true' EXIT # setup stopped early: npm stops too
+
+# chromium_step: Debian's chromium for the browser tests, when it is missing. Started here in
+# the background (a fresh machine has none: ~40 s of download and unpacking) so that it
+# overlaps the two installs below instead of following the build; waited for in step 5.
+chromium_step() {
+  local t SUDO=
+  t=$(now)
+  if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
+  log "installing Debian's chromium (apt-get)"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq </dev/null
+  $SUDO apt-get install -y -qq --no-install-recommends chromium </dev/null >/dev/null
+  log "chromium installed in $(($(now) - t)) s"
+}
+CHROMIUM_PID=
+CHROMIUM_LOG=
+if [ "$WITH_BROWSER" = 1 ] && [ ! -x /usr/bin/chromium ]; then
+  CHROMIUM_LOG=$(mktemp)
+  chromium_step >"$CHROMIUM_LOG" 2>&1 &
+  CHROMIUM_PID=$!
+fi
+# wait_chromium: the background chromium install has ended (apt-get holds dpkg's lock while
+# it runs); its output printed. Status 1 when it failed.
+wait_chromium() {
+  local rc=0
+  [ -n "$CHROMIUM_PID" ] || return 0
+  wait "$CHROMIUM_PID" || rc=$?
+  CHROMIUM_PID=
+  cat "$CHROMIUM_LOG"
+  rm -f "$CHROMIUM_LOG"
+  return "$rc"
+}
+# setup stopped early: npm and apt-get stop too
+trap 'kill "$NPM_PID" ${CHROMIUM_PID:+"$CHROMIUM_PID"} 2>/dev/null || true' EXIT
 
 # 1. Python virtual environment ------------------------------------------------------------
 PY_KEY=$(hash_of "$("$PYTHON" -c 'import sys; print(sys.version)') ${REQUIREMENTS[*]}")
@@ -189,6 +222,7 @@ else
       # Debian's own python3 ships venv/ensurepip separately.
       rm -rf "$VENV"
       if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+        wait_chromium || true # dpkg's lock; step 5 checks for chromium again
         log "installing python3-venv (apt-get)"
         DEBIAN_FRONTEND=noninteractive apt-get update -qq </dev/null
         DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv </dev/null >/dev/null
@@ -280,18 +314,12 @@ log "jupyter labextension list: $NPM_NAME enabled OK"
 
 # 5. Browser for the UI tests ------------------------------------------------------------------
 if [ "$WITH_BROWSER" = 1 ]; then
-  if [ -x /usr/bin/chromium ]; then
-    log "chromium present: $(/usr/bin/chromium --version 2>/dev/null || echo /usr/bin/chromium)"
-  else
-    t=$(now)
-    SUDO=
-    if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
-    log "installing Debian's chromium (apt-get)"
-    export DEBIAN_FRONTEND=noninteractive
-    $SUDO apt-get update -qq </dev/null
-    $SUDO apt-get install -y -qq --no-install-recommends chromium </dev/null >/dev/null
-    log "chromium installed in $(($(now) - t)) s"
+  wait_chromium || true # started in the background at the top; checked here
+  if [ ! -x /usr/bin/chromium ]; then
+    chromium_step # not there (a python3-venv install came first, or the first try failed)
   fi
+  [ -x /usr/bin/chromium ] || die "Debian's chromium could not be installed (apt-get install chromium)"
+  log "chromium present: $(/usr/bin/chromium --version 2>/dev/null || echo /usr/bin/chromium)"
 fi
 
 log "done in $(($(now) - T0)) s"
