@@ -218,7 +218,14 @@ else
   t=$(now)
   if [ ! -x "$VENV/bin/python" ]; then
     log "creating $(basename "$VENV") with $PYTHON"
-    if ! "$PYTHON" -m venv "$VENV"; then
+    # pip into the new venv from $PYTHON's own pip (pip --python), not ensurepip, which
+    # byte-compiles it (~8 s of CPU against ~2); ensurepip where that cannot be done.
+    if "$PYTHON" -m venv --without-pip "$VENV" \
+      && "$PYTHON" -m pip --python "$VENV/bin/python" install --retries 0 -q \
+        "${PIP_COMPILE[@]}" "${PIP_SOURCE_ARGS[@]}" pip >/dev/null 2>&1 \
+      && "$VENV/bin/python" -m pip --version >/dev/null 2>&1; then
+      :
+    elif rm -rf "$VENV" && ! "$PYTHON" -m venv "$VENV"; then
       # Debian's own python3 ships venv/ensurepip separately.
       rm -rf "$VENV"
       if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
