@@ -16,6 +16,7 @@ import {
   debuggerAnswered,
   filterDebuggerSources,
   forgetDebugRequests,
+  isolateWorkspaces,
   pageErrorFixtures,
   type PageErrorFixtures,
   ROOT,
@@ -67,6 +68,7 @@ export const test = galataTest.extend<
   context: async ({ context, sharePage, sharedLab }, use) => {
     if (!sharePage) {
       await filterDebuggerSources(context);
+      await isolateWorkspaces(context);
       await use(context);
       return;
     }

@@ -32,7 +32,7 @@ import type {
   ViewportSize
 } from '@playwright/test';
 
-import { filterDebuggerSources } from './utils';
+import { filterDebuggerSources, isolateWorkspaces } from './utils';
 
 /** Whether tests share their worker's page unless a spec says otherwise. */
 export const SHARE_PAGE_DEFAULT = process.env.VRAMSCOPE_UI_SHARED_PAGE !== '0';
@@ -56,6 +56,7 @@ export class SharedLab {
   ): Promise<SharedLab> {
     const context = await browser.newContext({ viewport: viewport ?? null });
     await filterDebuggerSources(context);
+    await isolateWorkspaces(context);
     return new SharedLab(context, await context.newPage(), viewport ?? null);
   }
 
@@ -181,6 +182,7 @@ export class SharedLab {
     restore(this._page, this._pageListeners);
     restore(this.context, this._contextListeners);
     await this.context.unrouteAll({ behavior: 'ignoreErrors' });
+    await isolateWorkspaces(this.context); // the context's own, kept from test to test
     if (!this._page.isClosed()) {
       await this._page.unrouteAll({ behavior: 'ignoreErrors' });
       if (this._fresh === null) {

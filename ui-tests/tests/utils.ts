@@ -70,6 +70,42 @@ export async function filterDebuggerSources(
   }, DEBUGGER_SOURCES_FILTER);
 }
 
+/**
+ * The JupyterLab workspace API of every page of `context`, answered here and never by the
+ * server: an empty workspace to read, and writes dropped. galata mocks it per page and per
+ * test only (`mockState`, a page route, which still answers first within a test), so a page
+ * between tests (the kept page, its routes removed) or one galata did not set up (a second
+ * tab) saved its file browser's folder and recent folders to the server's store and could
+ * restore them later, after galata had deleted those folders: a "Directory not found" dialog
+ * then took the focus from the test's notebook (seen once, run 82 of stop 44).
+ */
+export async function isolateWorkspaces(
+  context: BrowserContext
+): Promise<void> {
+  await context.route(/\/api\/workspaces(\/|\?|$)/, route => {
+    const request = route.request();
+    if (request.method() === 'PUT') {
+      return route.fulfill({ status: 204 });
+    }
+    if (request.method() !== 'GET') {
+      return route.continue();
+    }
+    const id = /\/api\/workspaces\/([^/?]+)/.exec(request.url())?.[1];
+    const workspace = { data: {}, metadata: { id: id ?? 'default' } };
+    return route.fulfill({
+      status: 200,
+      contentType: 'application/json',
+      body: JSON.stringify(
+        id
+          ? workspace
+          : {
+              workspaces: { ids: [workspace.metadata.id], values: [workspace] }
+            }
+      )
+    });
+  });
+}
+
 /** Whether the served (freshly built) front end contains the vramscope panel. */
 export function panelBuilt(): boolean {
   const dir = path.join(
