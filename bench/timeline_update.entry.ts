@@ -148,7 +148,8 @@ async function run(options: {
     next++;
     const start = performance.now();
     session.addSamples(b);
-    anyView._figure(anyView._currentDevice(), anyView._theme);
+    const model = anyView._model;
+    anyView._plot._figure(model, model.currentDevice());
     figXs.push(performance.now() - start);
   }
   const ingestAndDownsample = stats(figXs);
