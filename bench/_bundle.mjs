@@ -1,5 +1,6 @@
 // Bundles a browser-side bench entry (TypeScript) with rspack (from @jupyter/builder) for the
 // benchmarks that run in headless Chromium (timeline_update, processes_render).
+import { existsSync } from 'node:fs';
 import { join, resolve, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createRequire } from 'node:module';
@@ -46,6 +47,26 @@ export async function bundle(entry, outDir) {
       }
     })
   );
+}
+
+/**
+ * The browser to run in: $CHROMIUM, else Debian's chromium-headless-shell (what
+ * `scripts/setup.sh --with-browser` installs, and the UI tests run), else Debian's chromium.
+ * Exits with what to install when there is none.
+ */
+export function chromiumPath() {
+  const found =
+    process.env.CHROMIUM ||
+    ['/usr/bin/chromium-headless-shell', '/usr/bin/chromium'].find(p =>
+      existsSync(p)
+    );
+  if (!found || !existsSync(found)) {
+    console.error(
+      `${found || 'chromium'} not found: apt-get install -y chromium-headless-shell (or set CHROMIUM)`
+    );
+    process.exit(2);
+  }
+  return found;
 }
 
 /**

@@ -7,13 +7,13 @@
 //   node bench/processes_render.mjs [--ranks 64] [--updates 40] [--width 280] [--record]
 //
 // Bundles bench/processes_render.entry.ts with rspack like bench/timeline_update.mjs.
-import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir, cpus, loadavg } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { execFileSync } from 'node:child_process';
 
-import { bundle, runBench } from './_bundle.mjs';
+import { bundle, chromiumPath, runBench } from './_bundle.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = resolve(here, '..');
@@ -26,7 +26,7 @@ const opts = {
   updates: arg('updates', 40),
   width: arg('width', 280)
 };
-const chromium = process.env.CHROMIUM || '/usr/bin/chromium';
+const chromium = chromiumPath();
 
 const out = mkdtempSync(join(tmpdir(), 'vramscope-bench-'));
 await bundle(join(here, 'processes_render.entry.ts'), out);

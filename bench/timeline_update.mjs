@@ -16,7 +16,7 @@ import { tmpdir, cpus, loadavg } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-import { bundle, runBench } from './_bundle.mjs';
+import { bundle, chromiumPath, runBench } from './_bundle.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = resolve(here, '..');
@@ -34,13 +34,7 @@ const opts = {
   width: arg('width', 1200),
   ranks: arg('ranks', 64)
 };
-const chromium = process.env.CHROMIUM || '/usr/bin/chromium';
-if (!existsSync(chromium)) {
-  console.error(
-    `${chromium} not found: apt-get install -y chromium (or set CHROMIUM)`
-  );
-  process.exit(2);
-}
+const chromium = chromiumPath();
 
 const out = mkdtempSync(join(tmpdir(), 'vramscope-bench-'));
 const t0 = Date.now();
