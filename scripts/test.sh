@@ -36,6 +36,10 @@ export npm_config_update_notifier=false
 # compiling them (--lazy-bytecode), which saves ~50 s of CPU on ~13,500 files where the tests
 # import a few thousand. (__pycache__/ is ignored by git and left out of the wheel.)
 unset PYTHONDONTWRITEBYTECODE
+# IPython's folder for every kernel and shell the suites start: this run's, never the user's
+# ~/.ipython (whose history database each of the ~10,000 test cells would be written into, and
+# whose startup files and config would run in the tests' kernels).
+export IPYTHONDIR=$RESULTS/ipython
 
 DEMO_LIMIT_S=60 # the demo notebook must run on CPU in under a minute
 
@@ -391,7 +395,7 @@ else
   apart_files=$(cd test/python \
     && "$PY" -c 'import conftest; print(*sorted("test/python/" + f for f in conftest.APART_FILES))')
   # shellcheck disable=SC2086
-  run_pytest pytest-apart "$RESULTS/pytest-apart.xml" -n 2 --dist loadfile \
+  run_pytest pytest-apart "$RESULTS/pytest-apart.xml" -n 2 --dist loadfile --no-loadscope-reorder \
     -m "apart and not cuda" ${apart_files:-test/python}
 fi
 

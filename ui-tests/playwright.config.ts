@@ -77,6 +77,9 @@ const LAB_SERVERS = Array.from({ length: WORKERS }, (_, i) => {
   };
 });
 portOf('VRAMSCOPE_NB_PORT');
+// IPython's folder of the servers' kernels: one of this run's (scripts/test.sh gives one for
+// every suite), never the user's ~/.ipython (its history database, startup files and config).
+tmpDirOf('IPYTHONDIR', 'vramscope-ui-ipython-');
 process.env.VRAMSCOPE_UI_URLS = JSON.stringify(LAB_SERVERS.map(s => s.url));
 // for the specs that install a kernelspec on their worker's server (faults.spec)
 process.env.VRAMSCOPE_UI_DATA_DIRS = JSON.stringify(

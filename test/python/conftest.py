@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
@@ -26,6 +27,16 @@ from vramscope.cli import _without_iri_grammars
 
 _without_iri_grammars()
 
+# IPython's folder of the kernels the tests start (and of the tests' own shells): one of this
+# run's (scripts/test.sh gives one for every suite), never the user's ~/.ipython, whose
+# history database every test cell was written into (~10,000 cells a run; a 79 MB file on a
+# machine that ran the suites for a while), and whose startup files and config would run in
+# the tests' kernels. Removed at the end when made here.
+_OWN_IPYTHONDIR = (
+    None if os.environ.get("IPYTHONDIR") else tempfile.mkdtemp(prefix="vramscope-ipython-")
+)
+os.environ["IPYTHONDIR"] = os.environ.get("IPYTHONDIR") or str(_OWN_IPYTHONDIR)
+
 _stop_warm_kernels: Callable[[], None] | None = None
 
 
@@ -45,6 +56,8 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_unconfigure(config: pytest.Config) -> None:
     if _stop_warm_kernels is not None:
         _stop_warm_kernels()
+    if _OWN_IPYTHONDIR and not hasattr(config, "workerinput"):
+        shutil.rmtree(_OWN_IPYTHONDIR, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
@@ -102,9 +115,9 @@ APART_FILES = frozenset(
 )
 
 #: The longest files (~15-40 s each on one core, longest first, as measured in a fresh-clone
-#: run): on the workers they start first, so that no worker is left running one of them alone
-#: at the end (with --no-loadscope-reorder, else pytest-xdist orders files by their number of
-#: tests).
+#: run; the apart suite's after the main suite's): on the workers they start first, so that no
+#: worker is left running one of them alone at the end (with --no-loadscope-reorder, else
+#: pytest-xdist orders files by their number of tests).
 LONGEST_FILES = (
     "test_soak.py",
     "test_transparency.py",
@@ -116,6 +129,10 @@ LONGEST_FILES = (
     "test_faults.py",
     "test_cli_demo.py",
     "test_advise_steps.py",
+    # the apart suite's (two workers): ~28, 18 and 14 s; its others ~7 s or less
+    "test_processes.py",
+    "test_kernel_checkpoint.py",
+    "test_faults_scale.py",
 )
 
 
