@@ -18,7 +18,7 @@ from test_protocol_fixtures import validate_kernel_message
 
 pytestmark = pytest.mark.kernel
 
-CELLS = 1500  # per kernel: 3,000 cells in all
+CELLS = 1000  # per kernel: 2,000 cells in all
 #: docs/reliability.md: the bridge's own memory with a full history and sample ring
 SELF_BOUND = 48 * MIB
 
