@@ -13,8 +13,8 @@
 # (galata/playwright in Debian's chromium-headless-shell against a real JupyterLab, on two
 # workers).
 # Side by side, where the cores would otherwise wait: jest and mypy beside setup's front-end
-# build, the demo beside lint, wheel and cuda-check beside pytest's workers; never beside the
-# apart tests or the browser tests.
+# build, wheel and cuda-check beside pytest's workers; never beside the apart tests, the
+# timed demo or the browser tests.
 #
 # A suite that ran nothing fails: pytest's exit code 5 (no tests collected), a jest or pytest
 # run with no test passed, and skipped Playwright tests each count as failures.
@@ -154,36 +154,6 @@ export PATH="$ROOT/.venv/bin:$ROOT/node_modules/.bin:$PATH"
 export VIRTUAL_ENV=$ROOT/.venv
 PY=$ROOT/.venv/bin/python
 [ -x "$PY" ] || PY=python3
-
-# ---- the demo notebook executes headless in the background, beside lint and jest's end: those
-# leave a core idle at times (lint ~18% of its time), as the demo does ~37% of its own when
-# alone (13-17 s). Its time is bounded (DEMO_LIMIT_S), so never beside pytest's workers or the
-# apart tests (beside the latter it took 45 s of its 60, and they 70 s instead of ~50).
-check_demo() {
-  "$PY" - examples/demo.ipynb "$DEMO_LIMIT_S" <<'EOF'
-import sys
-import time
-
-import nbformat
-from nbclient import NotebookClient
-
-path, limit = sys.argv[1], float(sys.argv[2])
-nb = nbformat.read(path, as_version=4)
-nbformat.validate(nb)
-start = time.time()
-# Cells tagged raises-exception (the deliberate failure) may error; any other error fails.
-NotebookClient(nb, timeout=int(limit), kernel_name="python3",
-               resources={"metadata": {"path": "examples"}}).execute()
-elapsed = time.time() - start
-print(f"{path}: {len(nb.cells)} cells executed in {elapsed:.1f} s (limit {limit:.0f} s)")
-if elapsed >= limit:
-    print(f"{path}: too slow, the demo must run in under {limit:.0f} s")
-    raise SystemExit(1)
-EOF
-}
-if ! skipped demo; then
-  background demo check_demo
-fi
 
 # ---- lint: each tool counts as one test ----------------------------------------------------
 banner lint
@@ -331,13 +301,6 @@ if [ "$jp" = 0 ] && [ "$jf" = 0 ]; then
 fi
 record jest "$jp" "$jf" "$BG_SECONDS" "$jest_note"
 
-# ---- the demo notebook: started beside lint, waited for here, before pytest's workers start ----
-if skipped demo; then
-  record demo 0 0 0 "(skipped by VRAMSCOPE_SKIP)"
-else
-  run_collected demo "(examples/demo.ipynb, limit ${DEMO_LIMIT_S} s)"
-fi
-
 # scripts/cuda-check.sh, the prepared CUDA check for a GPU machine: where torch sees no CUDA
 # device (here) its dry run must start, set up the kernel's packages and kernelspec, find no
 # CUDA device and say so in its summary (test-results/cuda-check.txt), and exit 0.
@@ -448,6 +411,37 @@ else
   else
     record cuda 0 0 $(($(date +%s) - t)) "(no CUDA device)"
   fi
+fi
+
+# ---- the demo notebook executes headless, alone: its time is bounded (beside the apart tests
+# it took 45 s of its 60 in a fresh-clone run, and they 70 s instead of ~50; beside lint and
+# jest's end 51 s, and lint 43 s instead of ~27) ------
+check_demo() {
+  "$PY" - examples/demo.ipynb "$DEMO_LIMIT_S" <<'EOF'
+import sys
+import time
+
+import nbformat
+from nbclient import NotebookClient
+
+path, limit = sys.argv[1], float(sys.argv[2])
+nb = nbformat.read(path, as_version=4)
+nbformat.validate(nb)
+start = time.time()
+# Cells tagged raises-exception (the deliberate failure) may error; any other error fails.
+NotebookClient(nb, timeout=int(limit), kernel_name="python3",
+               resources={"metadata": {"path": "examples"}}).execute()
+elapsed = time.time() - start
+print(f"{path}: {len(nb.cells)} cells executed in {elapsed:.1f} s (limit {limit:.0f} s)")
+if elapsed >= limit:
+    print(f"{path}: too slow, the demo must run in under {limit:.0f} s")
+    raise SystemExit(1)
+EOF
+}
+if skipped demo; then
+  record demo 0 0 0 "(skipped by VRAMSCOPE_SKIP)"
+else
+  run_check demo "(examples/demo.ipynb, limit ${DEMO_LIMIT_S} s)" check_demo
 fi
 
 # ---- UI tests (galata + Debian's chromium-headless-shell) ------------------------------------
