@@ -43,10 +43,15 @@ _stop_warm_kernels: Callable[[], None] | None = None
 def pytest_configure(config: pytest.Config) -> None:
     """Kernels started by the tests (and by the CLI and nbclient they run) come warm, forked
     with torch imported (test/warm_kernels/zygote.py), unless VRAMSCOPE_COLD_KERNELS=1. Only
-    the main process starts the zygote: pytest-xdist's workers inherit its environment."""
+    the main process starts the zygote, unless its environment names one that serves already:
+    pytest-xdist's workers inherit its environment."""
     global _stop_warm_kernels
     if hasattr(config, "workerinput") or os.environ.get("VRAMSCOPE_COLD_KERNELS") == "1":
         return
+    from launch import SOCKET_ENV
+
+    if os.path.exists(os.environ.get(SOCKET_ENV, "")):
+        return  # a zygote given by the caller (scripts/test.sh shares one among its suites)
     import zygote
 
     env, _stop_warm_kernels = zygote.start(tempfile.mkdtemp(prefix="vramscope-warm-kernels-"))
