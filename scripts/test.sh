@@ -338,7 +338,7 @@ record_side_suites() {
 
 # ---- warm kernels: one zygote (test/warm_kernels/zygote.py: kernels forked with torch
 # imported) for pytest's suites and the browser tests, instead of one started by each (torch and
-# torch._dynamo imported once, not three times: ~6 CPU-s and ~4 s at the start of each suite).
+# torch._dynamo imported once, not three times: 5-6 CPU-s and 5-8 s at the start of each suite).
 # Its environment goes to those suites only (warm_env): the demo notebook runs in a cold kernel,
 # as a user's. One torch thread per kernel, as each suite asks for its own.
 WARM_ENV=()

@@ -94,8 +94,8 @@ const CHROMIUM_ARGS: string[] = JSON.parse(
 );
 // Debian's chromium-headless-shell (what scripts/setup.sh --with-browser installs: the headless-
 // only build, as Playwright runs headless tests), else Debian's chromium; CHROMIUM_PATH overrides.
-// Over the whole suite the shell's browser and GPU processes took ~35 CPU-s less than the full
-// browser's headless mode.
+// Over the whole suite the shell's browser, GPU and other helper processes took ~33 CPU-s less
+// than the full browser's headless mode.
 const CHROMIUM =
   process.env.CHROMIUM_PATH ||
   ['/usr/bin/chromium-headless-shell', '/usr/bin/chromium'].find(p =>

@@ -20,7 +20,7 @@ DEMO = Path(__file__).resolve().parents[2] / "examples" / "demo.ipynb"
 
 @pytest.fixture
 def session() -> Iterator[Session]:
-    s = Session()
+    s = Session(cold=False)  # warm: what these tests read does not depend on torch's import
     yield s
     s.k.close()
 

@@ -17,8 +17,10 @@ INPUT_BYTES = 64 * 256 * 4  # a (64, 256) float32 input: what a Linear(256, n) s
 
 
 class Session:
-    def __init__(self) -> None:
-        self.k = KernelHarness(cold=True)  # the cells import torch themselves
+    def __init__(self, cold: bool = True) -> None:
+        """``cold``: a kernel without torch imported (the cells here import it themselves);
+        False for a warm one, forked with torch imported, where that does not matter."""
+        self.k = KernelHarness(cold=cold)
         reply = self.k.execute(BOOTSTRAP, silent=True)
         assert reply["content"]["status"] == "ok", reply["content"]
         self.stream = self.k.comm_open("stream")
