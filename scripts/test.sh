@@ -155,6 +155,39 @@ export VIRTUAL_ENV=$ROOT/.venv
 PY=$ROOT/.venv/bin/python
 [ -x "$PY" ] || PY=python3
 
+# ---- warm kernels: one zygote (test/warm_kernels/zygote.py: kernels forked with torch
+# imported) for pytest's suites and the browser tests, instead of one started by each (torch and
+# torch._dynamo imported once, not three times: 5-6 CPU-s and 5-8 s at the start of each suite).
+# Started here, beside lint, and waited for before pytest. Its environment goes to those suites
+# only (warm_env): the demo notebook runs in a cold kernel, as a user's. One torch thread per
+# kernel, as each suite asks for its own.
+WARM_ENV=()
+ZYGOTE_PID=
+start_zygote() {
+  local dir
+  [ "${VRAMSCOPE_COLD_KERNELS:-}" = 1 ] && return
+  dir=$(mktemp -d "${TMPDIR:-/tmp}/vramscope-warm-kernels-XXXXXX") || return
+  OMP_NUM_THREADS=1 "$PY" test/warm_kernels/zygote.py --start "$dir" --watch-pid $$ \
+    </dev/null >"$RESULTS/zygote-env.json" 2>"$RESULTS/zygote-start.log" &
+  ZYGOTE_PID=$!
+}
+# use_zygote: wait until it serves (or failed: then each suite starts its own), and set WARM_ENV
+use_zygote() {
+  [ -n "$ZYGOTE_PID" ] || return 0
+  wait "$ZYGOTE_PID" || return 0
+  ZYGOTE_PID=
+  local json
+  json=$(cat "$RESULTS/zygote-env.json") || return 0
+  mapfile -t WARM_ENV < <("$PY" -c '
+import json, sys
+for name, value in json.loads(sys.argv[1]).items():
+    print(f"{name}={value}")' "$json")
+  WARM_ENV+=(OMP_NUM_THREADS=1 "VRAMSCOPE_UI_WARM_KERNELS_ENV=$json")
+}
+# warm_env <command...>: run it with the zygote's environment
+warm_env() { env "${WARM_ENV[@]}" "$@"; }
+start_zygote
+
 # ---- lint: each tool counts as one test ----------------------------------------------------
 banner lint
 t=$(date +%s)
@@ -315,7 +348,12 @@ check_cuda_script() {
 # ---- wheel and cuda-check's dry run: in the background beside pytest's workers, and waited
 # for before the apart tests, which run after the others (not the demo, which is timed: beside
 # pytest it took 33-47 s of its 60) --------------------------------------------------
-cuda_device() { "$PY" -c 'import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)'; }
+# No NVIDIA device node (nor WSL's /dev/dxg): no CUDA device, known without importing torch
+# (~5 s in the foreground before pytest starts).
+cuda_device() {
+  compgen -G '/dev/nvidia[0-9]*' >/dev/null || [ -e /dev/dxg ] || return 1
+  "$PY" -c 'import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)'
+}
 start_side_suites() {
   background wheel check_wheel
   HAS_CUDA=0
@@ -335,28 +373,6 @@ record_side_suites() {
     run_check cuda-check "(scripts/cuda-check.sh on the CUDA device)" check_cuda_script
   fi
 }
-
-# ---- warm kernels: one zygote (test/warm_kernels/zygote.py: kernels forked with torch
-# imported) for pytest's suites and the browser tests, instead of one started by each (torch and
-# torch._dynamo imported once, not three times: 5-6 CPU-s and 5-8 s at the start of each suite).
-# Its environment goes to those suites only (warm_env): the demo notebook runs in a cold kernel,
-# as a user's. One torch thread per kernel, as each suite asks for its own.
-WARM_ENV=()
-start_zygote() {
-  local dir json
-  [ "${VRAMSCOPE_COLD_KERNELS:-}" = 1 ] && return
-  dir=$(mktemp -d "${TMPDIR:-/tmp}/vramscope-warm-kernels-XXXXXX") || return
-  json=$(OMP_NUM_THREADS=1 "$PY" test/warm_kernels/zygote.py --start "$dir" --watch-pid $$ \
-    </dev/null) || return
-  mapfile -t WARM_ENV < <("$PY" -c '
-import json, sys
-for name, value in json.loads(sys.argv[1]).items():
-    print(f"{name}={value}")' "$json")
-  WARM_ENV+=(OMP_NUM_THREADS=1 "VRAMSCOPE_UI_WARM_KERNELS_ENV=$json")
-}
-# warm_env <command...>: run it with the zygote's environment
-warm_env() { env "${WARM_ENV[@]}" "$@"; }
-start_zygote
 
 # ---- pytest / cuda -------------------------------------------------------------------------
 # run_pytest <suite> <junit xml> <pytest args...>: skipped tests are allowed (and counted in
@@ -404,6 +420,7 @@ EOF
 # idle, on a machine slower by the gauge). -m replaces pyproject's
 # `-m 'not cuda'`, hence its `not cuda` here. With PYTEST_ARGS (a selection of one's own) everything runs in one
 # process, as before.
+use_zygote
 if [ -n "${PYTEST_ARGS:-}" ]; then
   start_side_suites
   record_side_suites # first: nothing runs beside the apart tests
