@@ -13,8 +13,8 @@
 # (galata/playwright in Debian's chromium-headless-shell against a real JupyterLab, on two
 # workers).
 # Side by side, where the cores would otherwise wait: jest and mypy beside setup's front-end
-# build, wheel and cuda-check beside pytest's workers; never beside the apart tests, the
-# timed demo or the browser tests.
+# build, the warm-kernel zygote's start beside lint, wheel and cuda-check beside pytest's
+# workers; never beside the apart tests, the timed demo or the browser tests.
 #
 # A suite that ran nothing fails: pytest's exit code 5 (no tests collected), a jest or pytest
 # run with no test passed, and skipped Playwright tests each count as failures.
