@@ -176,13 +176,15 @@ NPM_LOG=$(mktemp)
 npm_step >"$NPM_LOG" 2>&1 &
 NPM_PID=$!
 
-# chromium_step: Debian's chromium-headless-shell for the browser tests, when it is missing:
-# Debian's chromium built as the headless-only shell, the binary Playwright itself runs headless
-# tests in (the full browser's headless mode keeps its browser and GPU processes busy: measured
-# over the whole browser suite, ~35 CPU-s more). Started here in the background (a fresh machine
-# has none: ~40 s of download and unpacking) so that it overlaps the two installs below instead
-# of following the build; waited for in step 5.
+# chromium_step: Debian's chromium-headless-shell for the browser tests, when neither it nor
+# Debian's chromium is there: Debian's chromium built as the headless-only shell, the binary
+# Playwright itself runs headless tests in (the full browser's headless mode keeps its browser
+# and GPU processes busier: measured over the whole browser suite, ~33 CPU-s more; the tests use
+# chromium where the shell is missing). Started here in the background (a fresh machine has
+# none: ~40 s of download and unpacking) so that it overlaps the two installs below instead of
+# following the build; waited for in step 5.
 CHROMIUM=/usr/bin/chromium-headless-shell
+has_browser() { [ -x "$CHROMIUM" ] || [ -x /usr/bin/chromium ]; }
 chromium_step() {
   local t SUDO=
   t=$(now)
@@ -195,7 +197,7 @@ chromium_step() {
 }
 CHROMIUM_PID=
 CHROMIUM_LOG=
-if [ "$WITH_BROWSER" = 1 ] && [ ! -x "$CHROMIUM" ]; then
+if [ "$WITH_BROWSER" = 1 ] && ! has_browser; then
   CHROMIUM_LOG=$(mktemp)
   chromium_step >"$CHROMIUM_LOG" 2>&1 &
   CHROMIUM_PID=$!
@@ -326,12 +328,13 @@ log "jupyter labextension list: $NPM_NAME enabled OK"
 # 5. Browser for the UI tests ------------------------------------------------------------------
 if [ "$WITH_BROWSER" = 1 ]; then
   wait_chromium || true # started in the background at the top; checked here
-  if [ ! -x "$CHROMIUM" ]; then
+  if ! has_browser; then
     chromium_step # not there (a python3-venv install came first, or the first try failed)
   fi
-  [ -x "$CHROMIUM" ] \
+  has_browser \
     || die "Debian's chromium-headless-shell could not be installed (apt-get install chromium-headless-shell)"
-  log "chromium-headless-shell present: $("$CHROMIUM" --version 2>/dev/null || echo "$CHROMIUM")"
+  [ -x "$CHROMIUM" ] || CHROMIUM=/usr/bin/chromium
+  log "browser for the UI tests: $("$CHROMIUM" --version 2>/dev/null || echo "$CHROMIUM")"
 fi
 
 log "done in $(($(now) - T0)) s"
