@@ -13,8 +13,9 @@
 # (galata/playwright in Debian's chromium-headless-shell against a real JupyterLab, on two
 # workers).
 # Side by side, where the cores would otherwise wait: jest and mypy beside setup's front-end
-# build, the warm-kernel zygote's start beside lint, wheel and cuda-check beside pytest's
-# workers; never beside the apart tests, the timed demo or the browser tests.
+# build, the warm-kernel zygote's start beside the version check and the wheel's, wheel and
+# cuda-check beside pytest's workers, lint (niced) beside the apart tests; never beside the
+# timed demo or the browser tests.
 #
 # A suite that ran nothing fails: pytest's exit code 5 (no tests collected), a jest or pytest
 # run with no test passed, and skipped Playwright tests each count as failures.
@@ -158,7 +159,7 @@ PY=$ROOT/.venv/bin/python
 # ---- warm kernels: one zygote (test/warm_kernels/zygote.py: kernels forked with torch
 # imported) for pytest's suites and the browser tests, instead of one started by each (torch and
 # torch._dynamo imported once, not three times: 5-6 CPU-s and 5-8 s at the start of each suite).
-# Started here, beside lint, and waited for before pytest. Its environment goes to those suites
+# Started here, beside the version check and the wheel's, and waited for before pytest. Its environment goes to those suites
 # only (warm_env): the demo notebook runs in a cold kernel, as a user's. One torch thread per
 # kernel, as each suite asks for its own.
 WARM_ENV=()
@@ -188,37 +189,60 @@ for name, value in json.loads(sys.argv[1]).items():
 warm_env() { env "${WARM_ENV[@]}" "$@"; }
 start_zygote
 
-# ---- lint: each tool counts as one test ----------------------------------------------------
-banner lint
-t=$(date +%s)
-lp=0
-lf=0
-failed_tools=()
+# ---- lint: each tool counts as one test. Run in the background beside the apart tests (below),
+# niced: those mostly wait (on samplers, reporters, child processes), leaving ~35% of the two
+# cores idle for ~45 s, about what the linters need (eslint, prettier, stylelint and ruff one
+# after another: ~40 s of mostly one core); niced, they take little from the apart tests when
+# both want a core. In the foreground before pytest they took 27-37 s of the run. mypy was
+# started beside setup's front-end build. Collected after the apart tests.
 lint_tool() {
-  local name=$1
+  local name=$1 rc
   shift
   echo "--- $name: $*"
-  if "$@" </dev/null; then
+  "$@" </dev/null
+  rc=$?
+  echo "$name $rc" >>"$RESULTS/lint-tools"
+  return 0
+}
+lint_tools() {
+  renice -n 10 -p "$BASHPID" >/dev/null # and every tool it starts
+  lint_tool eslint npm run -s eslint:check
+  lint_tool prettier npm run -s prettier:check
+  lint_tool stylelint npm run -s stylelint:check
+  lint_tool ruff-check "$PY" -m ruff check .
+  lint_tool ruff-format "$PY" -m ruff format --check .
+}
+start_lint() {
+  : >"$RESULTS/lint-tools"
+  background lint lint_tools
+}
+record_lint() {
+  local lp=0 lf=0 failed_tools=() name rc
+  banner lint
+  collect lint
+  local lint_rc=$BG_RC lint_seconds=$BG_SECONDS
+  while read -r name rc; do
+    if [ "$rc" = 0 ]; then
+      lp=$((lp + 1))
+    else
+      lf=$((lf + 1))
+      failed_tools+=("$name")
+    fi
+  done <"$RESULTS/lint-tools"
+  if [ "$lint_rc" != 0 ] || [ $((lp + lf)) != 5 ]; then # ended before its last tool
+    lf=$((lf + 1))
+    failed_tools+=("(lint ended early: status $lint_rc)")
+  fi
+  echo "--- mypy: $PY -m mypy (started beside setup's front-end build)"
+  collect mypy
+  if [ "$BG_RC" = 0 ]; then
     lp=$((lp + 1))
   else
     lf=$((lf + 1))
-    failed_tools+=("$name")
+    failed_tools+=(mypy)
   fi
+  record lint $lp $lf "$lint_seconds" "${failed_tools[*]:+(failed: ${failed_tools[*]})}"
 }
-lint_tool eslint npm run -s eslint:check
-lint_tool prettier npm run -s prettier:check
-lint_tool stylelint npm run -s stylelint:check
-lint_tool ruff-check "$PY" -m ruff check .
-lint_tool ruff-format "$PY" -m ruff format --check .
-echo "--- mypy: $PY -m mypy (started beside setup's front-end build)"
-collect mypy
-if [ "$BG_RC" = 0 ]; then
-  lp=$((lp + 1))
-else
-  lf=$((lf + 1))
-  failed_tools+=(mypy)
-fi
-record lint $lp $lf $(($(date +%s) - t)) "${failed_tools[*]:+(failed: ${failed_tools[*]})}"
 
 # ---- version: Python __version__ equals package.json's ------------------------------------------
 check_version() {
@@ -282,9 +306,10 @@ check_wheel_install() {
   }
   if [ "$rc" = 0 ]; then
     # `jupyter labextension list` is jupyterlab.labextensions:main; run through `jupyter` it
-    # would start .venv's jupyter-labextension script instead of this interpreter.
+    # would start .venv's jupyter-labextension script instead of this interpreter
+    # (scripts/jupyter_app.py: the same, ~3 s of CPU less).
     out=$(in_env -c 'import vramscope; print("vramscope imported from", vramscope.__file__)' \
-      && in_env -m jupyterlab.labextensions list) || rc=1
+      && in_env "$ROOT/scripts/jupyter_app.py" labextension list) || rc=1
     printf '%s\n' "$out" | sed 's/\x1b\[[0-9;]*m//g; s/^/  | /'
     "$PY" - "$tmp/env" "$out" <<'EOF' || rc=1
 import os, re, sys
@@ -420,23 +445,28 @@ EOF
 # idle, on a machine slower by the gauge). -m replaces pyproject's
 # `-m 'not cuda'`, hence its `not cuda` here. With PYTEST_ARGS (a selection of one's own) everything runs in one
 # process, as before.
-use_zygote
 if [ -n "${PYTEST_ARGS:-}" ]; then
   start_side_suites
+  use_zygote
   record_side_suites # first: nothing runs beside the apart tests
+  start_lint
   # shellcheck disable=SC2086
   run_pytest pytest "$RESULTS/pytest.xml" test/python $PYTEST_ARGS
+  record_lint
 else
   start_side_suites
+  use_zygote
   run_pytest pytest "$RESULTS/pytest.xml" -n 3 --dist loadfile --no-loadscope-reorder \
     -m "not cuda and not apart" test/python
   record_side_suites
   # Named files: collecting all of test/python again would import every module (~14 s).
   apart_files=$(cd test/python \
     && "$PY" -c 'import conftest; print(*sorted("test/python/" + f for f in conftest.APART_FILES))')
+  start_lint
   # shellcheck disable=SC2086
   run_pytest pytest-apart "$RESULTS/pytest-apart.xml" -n 2 --dist loadfile --no-loadscope-reorder \
     -m "apart and not cuda" ${apart_files:-test/python}
+  record_lint
 fi
 
 # The tests marked cuda (deselected above) need a real CUDA device; without one the suite is
@@ -460,6 +490,7 @@ check_demo() {
 import sys
 import time
 
+sys.modules.setdefault("rfc3987_syntax", None)  # no IRI checked (scripts/jupyter_app.py)
 import nbformat
 from nbclient import NotebookClient
 

@@ -93,25 +93,45 @@ IMPORT_TIME = (
     "TERM",
     "TORNADO",
     "TRAITLETS",
+    # ... and by debugpy's pydevd (ipykernel's debugger) and psutil (the bridge's)
+    "PYDEVD",
+    "DEBUGPY",
+    "PSUTIL",
 )
 #: ... but for these, read when called (lightning's import sets the first in its process, so
 #: a test process that imported lightning passes it on to the kernels it starts)
 CALL_TIME = frozenset({"PYTORCH_NVML_BASED_CUDA_CHECK"})
 #: torch (with numpy, sympy and the standard library it imports), torch._dynamo (which a
 #: kernel imports the first time it makes an optimizer), and what a kernel imports as it starts
-#: (IPython, ipykernel's shell, jupyter_client, pyzmq, tornado, comm: ~0.15 s of CPU a kernel),
-#: but ipykernel.kernelapp, whose defaults are its kernel's own environment (JPY_PARENT_PID,
-#: JPY_INTERRUPT_EVENT), and the debugger (debugpy's import warns on the kernel's stderr).
+#: (IPython, ipykernel's shell, jupyter_client, pyzmq, tornado, comm: ~0.15 s of CPU a kernel;
+#: ipykernel's debugger, debugpy's pydevd: ~0.13 s more; the rest of ipykernel's and
+#: IPython's start, sqlite3 for the history and psutil for the bridge: ~0.05 s), but
+#: ipykernel.kernelapp itself, whose defaults are its kernel's own environment
+#: (JPY_PARENT_PID, JPY_INTERRUPT_EVENT). The debugger's import sets PYDEVD_USE_FRAME_EVAL,
+#: which every kernel gets (``added``), as a kernel that imports it sets it; its warning about
+#: frozen modules goes to this process's stderr instead of each kernel's.
 PRELOAD = (
     "torch",
     "torch._dynamo",
     "IPython",
+    "IPython.core.shellapp",
+    "IPython.core.completerlib",
+    "IPython.core.debugger",
+    "IPython.extensions.storemagic",
     "ipykernel.ipkernel",
     "ipykernel.zmqshell",
+    "ipykernel.debugger",
+    "ipykernel.control",
+    "ipykernel.heartbeat",
+    "ipykernel.parentpoller",
     "jupyter_client",
     "zmq",
     "tornado",
+    "tornado.platform.asyncio",
+    "tornado.queues",
     "comm",
+    "sqlite3",
+    "psutil",
 )
 PR_SET_PDEATHSIG = 1
 #: How long the zygote waits for a kernel it killed (its launcher gone) before serving on
