@@ -18,8 +18,9 @@ import pytest
 from advise_helpers import advise, start_kernel, value
 from framework_models import BLOCK, DATA, SAVED_TRUTH, net_class
 from kernel_harness import KernelHarness
+from requires import requires
 
-pytest.importorskip("accelerate")
+pytestmark = requires("accelerate")
 
 SETUP = (
     BLOCK

@@ -14,8 +14,9 @@ import pytest
 
 from advise_cells import Cells
 from framework_models import BLOCK, DATA, LIGHTNING_TRAINER, net_class
+from requires import requires
 
-pytest.importorskip("lightning")
+pytestmark = requires("lightning")
 
 METHODS = """
     def training_step(self, batch, batch_idx):

@@ -13,8 +13,9 @@ import pytest
 from advise_helpers import advise, start_kernel, value
 from framework_models import BLOCK, DATA, LIGHTNING_TRAINER, SAVED_TRUTH, net_class
 from kernel_harness import KernelHarness
+from requires import requires
 
-pytest.importorskip("lightning")
+pytestmark = requires("lightning")
 
 SETUP = (
     BLOCK

@@ -12,8 +12,9 @@ import pytest
 
 from advise_helpers import advise, by_technique, compiles, kernel_with, value
 from kernel_harness import KernelHarness
+from requires import requires
 
-pytest.importorskip("peft")
+pytestmark = requires("peft")
 
 GPT2 = """
 from transformers import GPT2Config, GPT2LMHeadModel

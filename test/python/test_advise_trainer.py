@@ -14,9 +14,9 @@ import pytest
 import torch
 
 from advise_cells import Cells
+from requires import requires
 
-pytest.importorskip("transformers")
-pytest.importorskip("accelerate")
+pytestmark = requires("transformers", "accelerate")
 
 SETUP = """
 import torch

@@ -16,9 +16,9 @@ import pytest
 
 from advise_helpers import advise, start_kernel, value
 from kernel_harness import KernelHarness
+from requires import requires
 
-pytest.importorskip("transformers")
-pytest.importorskip("accelerate")
+pytestmark = requires("transformers", "accelerate")
 
 SETUP = """
 import hashlib

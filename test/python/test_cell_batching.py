@@ -71,12 +71,13 @@ def test_run_all_sends_one_cells_message_with_every_record(
     records = [k.comm_data(stream, "cell")["record"] for _ in cells]
     assert [r["cell_id"] for r in records] == [c for c, _ in cells]
     # each record is its own cell's memory: (i + 1) MiB, plus the mmap'd chunk's header page
-    # and whatever the kernel's own threads allocate meanwhile (the shell channel's thread
-    # takes in the queued requests, the sampler's history grows): up to 76 KiB seen on a
-    # loaded machine. Neighbouring cells differ by 1 MiB, so a record of the wrong cell still
-    # fails; test_kernel_runall is the exact one.
+    # and whatever the kernel's own threads allocate or free meanwhile (the shell channel's
+    # thread takes in the queued requests, the sampler's history grows, the IOPub thread frees
+    # what it sent): up to 76 KiB more seen on a loaded machine, and 1.8 KiB less (fresh run
+    # 92: 6 KiB freed beside a 3 MiB cell). Neighbouring cells differ by 1 MiB, so a record of
+    # the wrong cell still fails; test_kernel_runall is the exact one.
     for i, r in enumerate(records):
-        assert 0 <= r["devices"]["cpu"]["delta_bytes"] - (i + 1) * MIB <= 256 * 1024, r
+        assert -64 * 1024 <= r["devices"]["cpu"]["delta_bytes"] - (i + 1) * MIB <= 256 * 1024, r
     messages = _cell_messages(k, stream, start)
     # the queue goes in one message, here usually two (the first cell's may go alone, before
     # the rest arrived); a stall of MAX_WAIT_S between two cells of a loaded machine sends

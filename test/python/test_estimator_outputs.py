@@ -15,16 +15,19 @@ import pytest
 import torch
 
 import vramscope
+from requires import requires
 from vramscope.estimator import ActivationMemo, Measurement
 from vramscope.estimator.entry import estimate_for
 from vramscope.insight import InsightEngine
 
-transformers = pytest.importorskip("transformers")
+pytestmark = requires("transformers")
 
 VOCAB = 1000
 
 
 def gpt2() -> Any:
+    import transformers
+
     torch.manual_seed(0)
     config = transformers.GPT2Config(
         n_layer=2,
