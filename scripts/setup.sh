@@ -21,8 +21,10 @@
 #   VRAMSCOPE_VENV      the virtual environment to set up (default .venv; scripts/demo.sh
 #                       uses .venv-demo for the wheel install, so that the demo and the tests
 #                       never switch one environment between two install modes)
+#   VRAMSCOPE_VENV_READY  a file to create once the venv is ready, maybe before node_modules
+#                       (scripts/test.sh starts mypy then)
 #   VRAMSCOPE_DEPS_READY  a file to create once the venv and node_modules are ready, before the
-#                       front end is built (scripts/test.sh starts jest and mypy then)
+#                       front end is built (scripts/test.sh starts jest then)
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -251,6 +253,9 @@ else
 fi
 export PATH="$VENV/bin:$PATH"
 export VIRTUAL_ENV=$VENV
+if [ -n "${VRAMSCOPE_VENV_READY:-}" ]; then
+  touch "$VRAMSCOPE_VENV_READY"
+fi
 
 # 2. npm dependencies: started in the background before the venv (step 1) and waited for here,
 # so that the two downloads overlap (~70 s each from a fresh clone) -------------------------

@@ -12,10 +12,10 @@
 # demo notebook (examples/demo.ipynb via nbclient, in under DEMO_LIMIT_S seconds), ui
 # (galata/playwright in Debian's chromium-headless-shell against a real JupyterLab, on two
 # workers).
-# Side by side, where the cores would otherwise wait: jest and mypy beside setup's front-end
-# build, the warm-kernel zygote's start beside the version check and the wheel's, wheel and
-# cuda-check beside pytest's workers, lint (niced) beside the apart tests; never beside the
-# timed demo or the browser tests.
+# Side by side, where the cores would otherwise wait: mypy beside npm's install once the venv is
+# ready, jest beside setup's front-end build, the warm-kernel zygote's start beside the version
+# check and jest's collection; niced (nice 10), lint, the wheel and cuda-check's dry run beside
+# the apart tests, the demo and the browser tests' start.
 #
 # A suite that ran nothing fails: pytest's exit code 5 (no tests collected), a jest or pytest
 # run with no test passed, and skipped Playwright tests each count as failures.
@@ -82,25 +82,30 @@ banner() { printf '\n==================== %s ====================\n' "$1"; }
 declare -A BG_PIDS
 DEPS_READY=$RESULTS/deps-ready # created by setup.sh once the venv and node_modules are ready
 SETUP_DONE=$RESULTS/setup-done
-# background [--after-deps] <name> <command...>: run it with its output to $RESULTS/<name>.log;
-# with --after-deps, once setup has the venv and node_modules (or not at all, if setup ended
-# without them). Its time counts from when it starts.
+VENV_READY=$RESULTS/venv-ready # created by setup.sh once the venv is ready
+# background [--after-deps|--after-venv] <name> <command...>: run it with its output to
+# $RESULTS/<name>.log; with --after-deps, once setup has the venv and node_modules, with
+# --after-venv once it has the venv (or not at all, if setup ended without them). Its time
+# counts from when it starts.
 background() {
-  local after_deps=0
-  if [ "$1" = --after-deps ]; then
-    after_deps=1
+  local ready=
+  case "$1" in
+    --after-deps) ready=$DEPS_READY ;;
+    --after-venv) ready=$VENV_READY ;;
+  esac
+  if [ -n "$ready" ]; then
     shift
   fi
   local name=$1
   shift
   (
-    if [ "$after_deps" = 1 ]; then
-      until [ -e "$DEPS_READY" ] || [ -e "$SETUP_DONE" ]; do
+    if [ -n "$ready" ]; then
+      until [ -e "$ready" ] || [ -e "$SETUP_DONE" ]; do
         kill -0 "$$" 2>/dev/null || exit 1 # this script ended (killed) meanwhile
         sleep 0.5
       done
-      if [ ! -e "$DEPS_READY" ]; then
-        echo "not run: setup ended without the venv and node_modules" >"$RESULTS/$name.log"
+      if [ ! -e "$ready" ]; then
+        echo "not run: setup ended without what it needs ($(basename "$ready"))" >"$RESULTS/$name.log"
         echo "1 0" >"$RESULTS/$name.status"
         exit
       fi
@@ -110,6 +115,12 @@ background() {
     echo "$? $(($(date +%s) - t0))" >"$RESULTS/$name.status"
   ) &
   BG_PIDS[$name]=$!
+}
+# niced <command...>: run it at a lower priority (nice 10: ~1/10 of a core where a test wants it
+# too), for the background jobs that fill the cores' idle time beside timing-sensitive suites
+niced() {
+  renice -n 10 -p "$BASHPID" >/dev/null
+  "$@"
 }
 # collect <name>: wait for it and print its output; sets BG_RC (its exit status) and BG_SECONDS
 collect() {
@@ -146,10 +157,11 @@ run_collected() {
 # ---- setup, with jest and mypy beside its front-end build ----------------------------------
 JEST_JSON=$RESULTS/jest.json
 background --after-deps jest npx jest --coverage=false --ci --json --outputFile="$JEST_JSON"
-background --after-deps mypy "$ROOT/.venv/bin/python" -m mypy
-export VRAMSCOPE_DEPS_READY=$DEPS_READY
+# mypy needs the venv only: it runs while npm installs (mostly waiting on the network)
+background --after-venv mypy "$ROOT/.venv/bin/python" -m mypy
+export VRAMSCOPE_DEPS_READY=$DEPS_READY VRAMSCOPE_VENV_READY=$VENV_READY
 run_check setup "" bash scripts/setup.sh --with-browser --lazy-bytecode
-unset VRAMSCOPE_DEPS_READY
+unset VRAMSCOPE_DEPS_READY VRAMSCOPE_VENV_READY
 touch "$SETUP_DONE"
 export PATH="$ROOT/.venv/bin:$ROOT/node_modules/.bin:$PATH"
 export VIRTUAL_ENV=$ROOT/.venv
@@ -159,9 +171,9 @@ PY=$ROOT/.venv/bin/python
 # ---- warm kernels: one zygote (test/warm_kernels/zygote.py: kernels forked with torch
 # imported) for pytest's suites and the browser tests, instead of one started by each (torch and
 # torch._dynamo imported once, not three times: 5-6 CPU-s and 5-8 s at the start of each suite).
-# Started here, beside the version check and the wheel's, and waited for before pytest. Its environment goes to those suites
-# only (warm_env): the demo notebook runs in a cold kernel, as a user's. One torch thread per
-# kernel, as each suite asks for its own.
+# Started here, beside the version check and jest's collection, and waited for before pytest.
+# Its environment goes to those suites only (warm_env): the demo notebook runs in a cold kernel,
+# as a user's. One torch thread per kernel, as each suite asks for its own.
 WARM_ENV=()
 ZYGOTE_PID=
 start_zygote() {
@@ -205,7 +217,6 @@ lint_tool() {
   return 0
 }
 lint_tools() {
-  renice -n 10 -p "$BASHPID" >/dev/null # and every tool it starts
   lint_tool eslint npm run -s eslint:check
   lint_tool prettier npm run -s prettier:check
   lint_tool stylelint npm run -s stylelint:check
@@ -214,7 +225,7 @@ lint_tools() {
 }
 start_lint() {
   : >"$RESULTS/lint-tools"
-  background lint lint_tools
+  background lint niced lint_tools
 }
 record_lint() {
   local lp=0 lf=0 failed_tools=() name rc
@@ -233,7 +244,7 @@ record_lint() {
     lf=$((lf + 1))
     failed_tools+=("(lint ended early: status $lint_rc)")
   fi
-  echo "--- mypy: $PY -m mypy (started beside setup's front-end build)"
+  echo "--- mypy: $PY -m mypy (started in setup, once the venv was ready)"
   collect mypy
   if [ "$BG_RC" = 0 ]; then
     lp=$((lp + 1))
@@ -370,9 +381,10 @@ check_cuda_script() {
   fi
 }
 
-# ---- wheel and cuda-check's dry run: in the background beside pytest's workers, and waited
-# for before the apart tests, which run after the others (not the demo, which is timed: beside
-# pytest it took 33-47 s of its 60) --------------------------------------------------
+# ---- wheel and cuda-check's dry run: in the background, niced, beside the apart tests (with
+# lint), the demo and the browser tests' start, which leave a core idle for much of their time;
+# collected at the end. Beside pytest's main suite, which keeps both cores busy, they made it
+# ~10 s longer. --------------------------------------------------------------------------
 # No NVIDIA device node (nor WSL's /dev/dxg): no CUDA device, known without importing torch
 # (~5 s in the foreground before pytest starts).
 cuda_device() {
@@ -380,12 +392,12 @@ cuda_device() {
   "$PY" -c 'import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)'
 }
 start_side_suites() {
-  background wheel check_wheel
+  background wheel niced check_wheel
   HAS_CUDA=0
   if cuda_device </dev/null; then HAS_CUDA=1; fi
   # with CUDA it is the whole check (up to 8 minutes, timed steps, exact reads): alone, later
   if ! skipped cuda-check && [ "$HAS_CUDA" = 0 ]; then
-    background cuda-check check_cuda_script
+    background cuda-check niced check_cuda_script
   fi
 }
 record_side_suites() {
@@ -454,19 +466,18 @@ if [ -n "${PYTEST_ARGS:-}" ]; then
   run_pytest pytest "$RESULTS/pytest.xml" test/python $PYTEST_ARGS
   record_lint
 else
-  start_side_suites
   use_zygote
   run_pytest pytest "$RESULTS/pytest.xml" -n 3 --dist loadfile --no-loadscope-reorder \
     -m "not cuda and not apart" test/python
-  record_side_suites
   # Named files: collecting all of test/python again would import every module (~14 s).
   apart_files=$(cd test/python \
     && "$PY" -c 'import conftest; print(*sorted("test/python/" + f for f in conftest.APART_FILES))')
   start_lint
+  start_side_suites
   # shellcheck disable=SC2086
   run_pytest pytest-apart "$RESULTS/pytest-apart.xml" -n 2 --dist loadfile --no-loadscope-reorder \
     -m "apart and not cuda" ${apart_files:-test/python}
-  record_lint
+  LATE_RECORDS=1 # lint and the side suites: after the browser tests
 fi
 
 # The tests marked cuda (deselected above) need a real CUDA device; without one the suite is
@@ -482,9 +493,9 @@ else
   fi
 fi
 
-# ---- the demo notebook executes headless, alone: its time is bounded (beside the apart tests
-# it took 45 s of its 60 in a fresh-clone run, and they 70 s instead of ~50; beside lint and
-# jest's end 51 s, and lint 43 s instead of ~27) ------
+# ---- the demo notebook executes headless, with nothing beside it but niced background jobs: its
+# time is bounded (beside the apart tests it took 45 s of its 60 in a fresh-clone run, and they
+# 70 s instead of ~50; beside lint and jest's end, not niced, 51 s) ------
 check_demo() {
   "$PY" - examples/demo.ipynb "$DEMO_LIMIT_S" <<'EOF'
 import sys
@@ -557,6 +568,11 @@ else
     ui_note="(no test passed)"
   fi
   record ui "$up" "$uf" $(($(date +%s) - t)) "$ui_note"
+fi
+
+if [ -n "${LATE_RECORDS:-}" ]; then # started beside the apart tests
+  record_side_suites
+  record_lint
 fi
 
 # ---- total ------------------------------------------------------------------------------------
