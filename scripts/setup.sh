@@ -25,6 +25,8 @@
 #                       (scripts/test.sh starts mypy then)
 #   VRAMSCOPE_DEPS_READY  a file to create once the venv and node_modules are ready, before the
 #                       front end is built (scripts/test.sh starts jest then)
+#   VRAMSCOPE_INSTALLED   a file to create once vramscope is installed into the venv, before the
+#                       last checks (scripts/test.sh starts the warm-kernel zygote then)
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -321,6 +323,10 @@ else
     stamp_set install "$INSTALL_KEY"
     log "installed in $(($(now) - t)) s"
   fi
+fi
+
+if [ -n "${VRAMSCOPE_INSTALLED:-}" ]; then
+  touch "$VRAMSCOPE_INSTALLED"
 fi
 
 # `jupyter labextension list` (scripts/jupyter_app.py: the same, ~3 s of CPU less)

@@ -12,10 +12,10 @@
 # demo notebook (examples/demo.ipynb via nbclient, in under DEMO_LIMIT_S seconds), ui
 # (galata/playwright in Debian's chromium-headless-shell against a real JupyterLab, on two
 # workers).
-# Side by side, where the cores would otherwise wait: mypy beside npm's install once the venv is
-# ready, jest beside setup's front-end build, the warm-kernel zygote's start beside the version
-# check and jest's collection; niced (nice 10), lint, the wheel and cuda-check's dry run beside
-# the apart tests, the demo and the browser tests' start.
+# Side by side, where the cores would otherwise wait: mypy and the import of what the warm-kernel
+# zygote preloads beside npm's install once the venv is ready, jest beside setup's front-end
+# build, the zygote's start beside setup's last checks; niced (nice 10), lint beside the apart
+# tests, the wheel and cuda-check's dry run beside the browser tests' start.
 #
 # A suite that ran nothing fails: pytest's exit code 5 (no tests collected), a jest or pytest
 # run with no test passed, and skipped Playwright tests each count as failures.
@@ -154,39 +154,38 @@ run_collected() {
   record "$1" $((BG_RC == 0 ? 1 : 0)) $((BG_RC == 0 ? 0 : 1)) "$BG_SECONDS" "$2"
 }
 
-# ---- setup, with jest and mypy beside its front-end build ----------------------------------
-JEST_JSON=$RESULTS/jest.json
-background --after-deps jest npx jest --coverage=false --ci --json --outputFile="$JEST_JSON"
-# mypy needs the venv only: it runs while npm installs (mostly waiting on the network)
-background --after-venv mypy "$ROOT/.venv/bin/python" -m mypy
-export VRAMSCOPE_DEPS_READY=$DEPS_READY VRAMSCOPE_VENV_READY=$VENV_READY
-run_check setup "" bash scripts/setup.sh --with-browser --lazy-bytecode
-unset VRAMSCOPE_DEPS_READY VRAMSCOPE_VENV_READY
-touch "$SETUP_DONE"
-export PATH="$ROOT/.venv/bin:$ROOT/node_modules/.bin:$PATH"
-export VIRTUAL_ENV=$ROOT/.venv
-PY=$ROOT/.venv/bin/python
-[ -x "$PY" ] || PY=python3
-
 # ---- warm kernels: one zygote (test/warm_kernels/zygote.py: kernels forked with torch
 # imported) for pytest's suites and the browser tests, instead of one started by each (torch and
 # torch._dynamo imported once, not three times: 5-6 CPU-s and 5-8 s at the start of each suite).
-# Started here, beside the version check and jest's collection, and waited for before pytest.
-# Its environment goes to those suites only (warm_env): the demo notebook runs in a cold kernel,
-# as a user's. One torch thread per kernel, as each suite asks for its own.
+# Started during setup, once vramscope is installed (the zygote's sys.path must be the kernels'),
+# and waited for before pytest; what it imports is imported once before (`--preload`), once
+# the venv is ready, so that the bytecode setup did not write is written while npm installs
+# (the zygote's own start took 17 s of one core after setup that way). Its environment goes to
+# those suites only (warm_env): the demo notebook runs in a cold kernel, as a user's. One torch
+# thread per kernel, as each suite asks for its own.
+INSTALLED=$RESULTS/installed # created by setup.sh once vramscope is installed
 WARM_ENV=()
 ZYGOTE_PID=
 start_zygote() {
   local dir
   [ "${VRAMSCOPE_COLD_KERNELS:-}" = 1 ] && return
+  background --after-venv preload "$ROOT/.venv/bin/python" test/warm_kernels/zygote.py --preload
   dir=$(mktemp -d "${TMPDIR:-/tmp}/vramscope-warm-kernels-XXXXXX") || return
-  OMP_NUM_THREADS=1 "$PY" test/warm_kernels/zygote.py --start "$dir" --watch-pid $$ \
-    </dev/null >"$RESULTS/zygote-env.json" 2>"$RESULTS/zygote-start.log" &
+  (
+    until [ -e "$INSTALLED" ]; do
+      [ -e "$SETUP_DONE" ] && exit 1 # setup ended without installing it
+      kill -0 "$$" 2>/dev/null || exit 1 # this script ended (killed) meanwhile
+      sleep 0.5
+    done
+    OMP_NUM_THREADS=1 exec "$ROOT/.venv/bin/python" test/warm_kernels/zygote.py \
+      --start "$dir" --watch-pid $$ </dev/null >"$RESULTS/zygote-env.json" 2>"$RESULTS/zygote-start.log"
+  ) &
   ZYGOTE_PID=$!
 }
 # use_zygote: wait until it serves (or failed: then each suite starts its own), and set WARM_ENV
 use_zygote() {
   [ -n "$ZYGOTE_PID" ] || return 0
+  collect preload >/dev/null
   wait "$ZYGOTE_PID" || return 0
   ZYGOTE_PID=
   local json
@@ -199,14 +198,28 @@ for name, value in json.loads(sys.argv[1]).items():
 }
 # warm_env <command...>: run it with the zygote's environment
 warm_env() { env "${WARM_ENV[@]}" "$@"; }
+
+# ---- setup, with mypy, jest and the zygote beside it ------------------------------------------
+JEST_JSON=$RESULTS/jest.json
+background --after-deps jest npx jest --coverage=false --ci --json --outputFile="$JEST_JSON"
+# mypy needs the venv only: it runs while npm installs (mostly waiting on the network)
+background --after-venv mypy "$ROOT/.venv/bin/python" -m mypy
 start_zygote
+export VRAMSCOPE_DEPS_READY=$DEPS_READY VRAMSCOPE_VENV_READY=$VENV_READY VRAMSCOPE_INSTALLED=$INSTALLED
+run_check setup "" bash scripts/setup.sh --with-browser --lazy-bytecode
+unset VRAMSCOPE_DEPS_READY VRAMSCOPE_VENV_READY VRAMSCOPE_INSTALLED
+touch "$SETUP_DONE"
+export PATH="$ROOT/.venv/bin:$ROOT/node_modules/.bin:$PATH"
+export VIRTUAL_ENV=$ROOT/.venv
+PY=$ROOT/.venv/bin/python
+[ -x "$PY" ] || PY=python3
 
 # ---- lint: each tool counts as one test. Run in the background beside the apart tests (below),
 # niced: those mostly wait (on samplers, reporters, child processes), leaving ~35% of the two
 # cores idle for ~45 s, about what the linters need (eslint, prettier, stylelint and ruff one
 # after another: ~40 s of mostly one core); niced, they take little from the apart tests when
-# both want a core. In the foreground before pytest they took 27-37 s of the run. mypy was
-# started beside setup's front-end build. Collected after the apart tests.
+# both want a core. In the foreground before pytest they took 27-37 s of the run. mypy started
+# in setup. Recorded at the end.
 lint_tool() {
   local name=$1 rc
   shift
@@ -381,10 +394,10 @@ check_cuda_script() {
   fi
 }
 
-# ---- wheel and cuda-check's dry run: in the background, niced, beside the apart tests (with
-# lint), the demo and the browser tests' start, which leave a core idle for much of their time;
-# collected at the end. Beside pytest's main suite, which keeps both cores busy, they made it
-# ~10 s longer. --------------------------------------------------------------------------
+# ---- wheel and cuda-check's dry run: in the background, niced, beside the browser tests' start
+# (servers, browser and first pages: a core idle at times); recorded at the end. Beside pytest's
+# main suite, which keeps both cores busy, they made it ~10 s longer; beside the apart tests
+# and the demo, the demo took 21 s instead of 14-18. --------------------------------------
 # No NVIDIA device node (nor WSL's /dev/dxg): no CUDA device, known without importing torch
 # (~5 s in the foreground before pytest starts).
 cuda_device() {
@@ -473,11 +486,10 @@ else
   apart_files=$(cd test/python \
     && "$PY" -c 'import conftest; print(*sorted("test/python/" + f for f in conftest.APART_FILES))')
   start_lint
-  start_side_suites
   # shellcheck disable=SC2086
   run_pytest pytest-apart "$RESULTS/pytest-apart.xml" -n 2 --dist loadfile --no-loadscope-reorder \
     -m "apart and not cuda" ${apart_files:-test/python}
-  LATE_RECORDS=1 # lint and the side suites: after the browser tests
+  LATE_RECORDS=1 # lint, and the side suites (started before the browser tests): at the end
 fi
 
 # The tests marked cuda (deselected above) need a real CUDA device; without one the suite is
@@ -526,6 +538,9 @@ else
 fi
 
 # ---- UI tests (galata + Debian's chromium-headless-shell) ------------------------------------
+if [ -n "${LATE_RECORDS:-}" ]; then
+  start_side_suites # niced, beside the browser tests' start (servers, browser, first pages)
+fi
 if skipped ui; then
   record ui 0 0 0 "(skipped by VRAMSCOPE_SKIP)"
 else

@@ -456,8 +456,23 @@ def main() -> None:
         help="start a zygote serving from DIR in the background, wait until it serves, and "
         "print the environment variables for warm kernels as JSON",
     )
-    parser.add_argument("--watch-pid", type=int, required=True)
+    where.add_argument(
+        "--preload",
+        action="store_true",
+        help="import what a zygote preloads and exit: their bytecode is written then, where "
+        "an install left it unwritten (scripts/setup.sh --lazy-bytecode), not at the start "
+        "of the zygote that serves",
+    )
+    parser.add_argument("--watch-pid", type=int)
     args = parser.parse_args()
+    if args.preload:
+        import importlib
+
+        for name in PRELOAD:
+            importlib.import_module(name)
+        return
+    if args.watch_pid is None:
+        parser.error("--watch-pid is required with --dir and --start")
     if args.start:
         env, _stop = start(os.path.abspath(args.start), args.watch_pid)
         print(json.dumps(env))
