@@ -389,7 +389,7 @@ record jest "$jp" "$jf" "$BG_SECONDS" "$jest_note"
 check_cuda_script() {
   local summary=$RESULTS/cuda-check.txt
   PYTHON=$PY bash scripts/cuda-check.sh --summary "$summary" || return 1
-  if [ "$HAS_CUDA" = 0 ]; then # set by start_side_suites, which runs this
+  if [ "$HAS_CUDA" = 0 ]; then # set below (cuda_device)
     grep -q '^NO CUDA DEVICE' "$summary" && grep -q '^0 passed, 0 failed$' "$summary"
   fi
 }
@@ -404,10 +404,10 @@ cuda_device() {
   compgen -G '/dev/nvidia[0-9]*' >/dev/null || [ -e /dev/dxg ] || return 1
   "$PY" -c 'import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)'
 }
+HAS_CUDA=0
+if cuda_device </dev/null; then HAS_CUDA=1; fi
 start_side_suites() {
   background wheel niced check_wheel
-  HAS_CUDA=0
-  if cuda_device </dev/null; then HAS_CUDA=1; fi
   # with CUDA it is the whole check (up to 8 minutes, timed steps, exact reads): alone, later
   if ! skipped cuda-check && [ "$HAS_CUDA" = 0 ]; then
     background cuda-check niced check_cuda_script
@@ -585,7 +585,7 @@ else
   record ui "$up" "$uf" $(($(date +%s) - t)) "$ui_note"
 fi
 
-if [ -n "${LATE_RECORDS:-}" ]; then # started beside the apart tests
+if [ -n "${LATE_RECORDS:-}" ]; then # lint (beside the apart tests), wheel and cuda-check
   record_side_suites
   record_lint
 fi
