@@ -18,7 +18,7 @@ class Session:
     """One kernel, bootstrapped like the front end does, with both comms open."""
 
     def __init__(self, env: dict[str, str] | None = None) -> None:
-        self.k = KernelHarness() if env is None else _harness_with_env(env)
+        self.k = KernelHarness(env=env)
         self.connect()
 
     def connect(self) -> dict[str, Any]:
@@ -86,17 +86,3 @@ class Session:
 def message_bytes(data: dict[str, Any]) -> int:
     """Size of a comm message's data as JSON (what goes over the wire, before framing)."""
     return len(json.dumps(data, separators=(",", ":")).encode())
-
-
-def _harness_with_env(env: dict[str, str]) -> KernelHarness:
-    harness = KernelHarness.__new__(KernelHarness)
-    from jupyter_client.manager import KernelManager
-
-    harness.km = KernelManager(kernel_name="python3")
-    harness.km.start_kernel(env={**os.environ, **env})
-    harness.kc = harness.km.client()
-    harness.kc.start_channels()
-    harness.kc.wait_for_ready(timeout=60)
-    harness.iopub = []
-    harness._cells = {}
-    return harness

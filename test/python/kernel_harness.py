@@ -21,6 +21,28 @@ BOOTSTRAP = '__import__("vramscope")._bootstrap()'
 Msg = dict[str, Any]
 
 
+def start_kernel(env: dict[str, str] | None) -> tuple[KernelManager, BlockingKernelClient]:
+    """A kernel and a client that had its first reply. A kernel that died before replying is
+    started once more, on new ports: jupyter_client picks five free TCP ports and the kernel
+    binds them a moment later, and on a machine where three test workers start kernels and
+    open connections, another process took one meanwhile ("Address already in use", the
+    kernel dead before its first reply: fresh run 95)."""
+    for attempt in (1, 2):
+        km = KernelManager(kernel_name="python3")
+        km.start_kernel(**({"env": {**os.environ, **env}} if env else {}))
+        kc: BlockingKernelClient = km.client()
+        kc.start_channels()
+        try:
+            kc.wait_for_ready(timeout=60)
+            return km, kc
+        except RuntimeError:
+            kc.stop_channels()
+            if attempt == 2 or km.is_alive():
+                raise
+            km.cleanup_resources()  # its connection file and ports
+    raise AssertionError("unreachable")
+
+
 class KernelHarness:
     def __init__(self, env: dict[str, str] | None = None, cold: bool = False) -> None:
         """``env``: variables set in the kernel's environment on top of this process's.
@@ -28,11 +50,7 @@ class KernelHarness:
         with torch imported (test/warm_kernels/zygote.py)."""
         if cold:
             env = {**(env or {}), COLD_ENV: "1"}
-        self.km = KernelManager(kernel_name="python3")
-        self.km.start_kernel(**({"env": {**os.environ, **env}} if env else {}))
-        self.kc: BlockingKernelClient = self.km.client()
-        self.kc.start_channels()
-        self.kc.wait_for_ready(timeout=60)
+        self.km, self.kc = start_kernel(env)
         self.iopub: list[Msg] = []
         #: per comm: the records of a ``cells`` message not yet returned by comm_data
         self._cells: dict[str, list[dict[str, Any]]] = {}
