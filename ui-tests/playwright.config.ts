@@ -41,6 +41,12 @@ const freePort = (): string =>
 const WORKERS = Math.max(1, Number(process.env.VRAMSCOPE_UI_WORKERS || 2));
 /** Specs that time work in the page (scale.spec: every panel message < 50 ms median). */
 const ALONE = /scale\.spec\.ts$/;
+/**
+ * The spec on plain Playwright pages (Notebook 7): its tests need a worker of their own (other
+ * fixtures), which Playwright starts for them once every galata test has run when they share
+ * a project, so that the run ended with them on one worker while the other core waited.
+ */
+const OWN_WORKER = /notebook7\.spec\.ts$/;
 const taken = new Set<string>();
 const portOf = (name: string): string => {
   let port = process.env[name];
@@ -149,9 +155,12 @@ export default defineConfig({
   fullyParallel: false,
   // The specs that bound times measured in the page run alone, after the others: with two
   // workers the other worker's kernel and page would share the two cores with them.
+  // The Notebook 7 spec first (its own project, listed first: its worker starts at once,
+  // beside the galata tests).
   projects: [
-    { name: 'shared', testIgnore: ALONE },
-    { name: 'alone', testMatch: ALONE, dependencies: ['shared'] }
+    { name: 'notebook7', testMatch: OWN_WORKER },
+    { name: 'shared', testIgnore: [ALONE, OWN_WORKER] },
+    { name: 'alone', testMatch: ALONE, dependencies: ['notebook7', 'shared'] }
   ],
   forbidOnly: !!process.env.CI,
   use: {

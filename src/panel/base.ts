@@ -7,7 +7,9 @@ import { IMemorySession, IMemorySessionView, IMemoryTracker } from '../tokens';
 /**
  * Base of the panel's views: follows one session, re-renders (coalesced through Lumino's
  * update request, and only while visible) when any of `signalsOf(session)` or the settings
- * change. Views keep no state beyond UI state.
+ * change. A change of session renders hidden views too: a closed pane never keeps the figures
+ * of a notebook no longer followed (closed or switched from), shown or not. Views keep no
+ * state beyond UI state.
  */
 export abstract class SessionView extends Widget implements IMemorySessionView {
   constructor(tracker: IMemoryTracker) {
@@ -35,6 +37,7 @@ export abstract class SessionView extends Widget implements IMemorySessionView {
         signal.connect(this._onChange, this);
       }
     }
+    this._sessionChanged = true;
     this.update();
   }
 
@@ -59,11 +62,12 @@ export abstract class SessionView extends Widget implements IMemorySessionView {
     if (this.isDisposed) {
       return;
     }
-    if (!this.isVisible && this.isAttached) {
+    if (!this.isVisible && this.isAttached && !this._sessionChanged) {
       this._stale = true;
       return;
     }
     this._stale = false;
+    this._sessionChanged = false;
     this.render(this._session);
   }
 
@@ -80,6 +84,8 @@ export abstract class SessionView extends Widget implements IMemorySessionView {
   protected readonly tracker: IMemoryTracker;
   private _session: IMemorySession | null = null;
   private _stale = false;
+  /** The session changed since the last render (rendered even while hidden). */
+  private _sessionChanged = false;
 }
 
 /** `document.createElement` with a class name, text and attributes. */

@@ -83,6 +83,9 @@ export class TimelineLanes {
       : 'Show a lane per process under the plot';
     const shown = this.shown && !!area && kind !== null;
     this.node.hidden = !shown;
+    if (this._count === 0) {
+      this._clear(); // no rows kept of processes gone (another notebook's, or none)
+    }
     if (!shown) {
       return;
     }
@@ -108,6 +111,16 @@ export class TimelineLanes {
     const figure = model.build(range[0], range[1], buckets, kind, drawn);
     this._rows(figure.lanes, area, figure.measure, drawn);
     this._draw(figure, area, range, colors, drawn);
+  }
+
+  /** No rows, and nothing drawn: the next lanes are built afresh. */
+  private _clear(): void {
+    for (const row of this._byKey.values()) {
+      row.node.remove();
+    }
+    this._byKey.clear();
+    this._key = '';
+    delete this._canvas.dataset.lanes;
   }
 
   /** Keep one row per lane, in the lanes' order, updated in place. */

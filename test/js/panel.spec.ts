@@ -3,6 +3,7 @@ import { Widget } from '@lumino/widgets';
 
 import { StateDB } from '@jupyterlab/statedb';
 
+import { MemorySession } from '../../src/model/session';
 import { tableItems } from '../../src/panel/celltable';
 import { PaneState } from '../../src/panel/panestate';
 import { IMemorySession } from '../../src/tokens';
@@ -237,6 +238,40 @@ describe('the panes and the answer line', () => {
     expect(memory.querySelector('.vramscope-Answer-now')).not.toBe(shown);
     expect(memory.textContent).toBe('cpu 250.0 MiB now · peak 300.0 MiB');
     panel.dispose();
+  });
+});
+
+describe('hidden panes', () => {
+  it('follow a change of notebook at once; new records wait until the pane opens', () => {
+    const { panel, session, tracker } = panelWithSession();
+    const toggle = q('.vramscope-Section-toggle[data-section="Devices"]')!;
+    const empty = () => q('.vramscope-Devices-empty')?.textContent ?? null;
+    session.handleMessage(hello({ devices: [device()] }));
+    toggle.click(); // open
+    MessageLoop.flush();
+    expect(qa('.vramscope-Device').map(d => d.dataset.deviceId)).toEqual([
+      'cpu'
+    ]);
+    toggle.click(); // closed again, then the notebook is closed
+    MessageLoop.flush();
+    tracker.setActive(null);
+    MessageLoop.flush();
+    expect(toggle.getAttribute('aria-expanded')).toBe('false');
+    expect(qa('.vramscope-Device')).toHaveLength(0);
+    expect(empty()).toBe('No devices reported yet.');
+    // another notebook: shown as it is when followed, its later records once opened
+    const other = new MemorySession({ path: 'b.ipynb', revealCell: () => {} });
+    tracker.setActive(other);
+    MessageLoop.flush();
+    other.handleMessage(hello({ devices: [device()] }));
+    MessageLoop.flush();
+    expect(qa('.vramscope-Device')).toHaveLength(0);
+    expect(empty()).toBe('No devices reported yet.');
+    toggle.click();
+    MessageLoop.flush();
+    expect(qa('.vramscope-Device')).toHaveLength(1);
+    panel.dispose();
+    other.dispose();
   });
 });
 

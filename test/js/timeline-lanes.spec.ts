@@ -257,5 +257,32 @@ describe('TimelineView process lanes', () => {
     toggle.click();
     await view.redraw();
     expect(lanes.hidden).toBe(false);
+
+    // the notebook no longer followed: no rows of its processes are kept, hidden or not
+    view.setSession(null);
+    await view.redraw();
+    expect(toggle.hidden).toBe(true);
+    expect(lanes.hidden).toBe(true);
+    expect(node.querySelectorAll('.vramscope-TimelineLanes-lane')).toHaveLength(
+      0
+    );
+    expect(canvas.dataset.lanes).toBeUndefined();
+    // followed again: its lanes are built afresh from its processes (the kernel's next message)
+    view.setSession(asSession(session));
+    emit(
+      session,
+      message(
+        [proc(0), proc(1)],
+        { 'vm:10': points(600, 300), 'vm:11': points(600, 400) },
+        true
+      )
+    );
+    await view.redraw();
+    expect(
+      [...node.querySelectorAll('.vramscope-TimelineLanes-name')].map(
+        n => n.textContent
+      )
+    ).toEqual(['DataLoader worker 0', 'DataLoader worker 1']);
+    expect(canvas.dataset.lanes).toBe('2');
   });
 });
