@@ -20,14 +20,14 @@ from __future__ import annotations
 
 import ast
 import json
-import os
 import shutil
 import subprocess
 import tempfile
 from pathlib import Path
 
 import nbformat
-from jupyter_client.manager import KernelManager
+
+from kernel_harness import start_kernel
 
 SOURCE = Path(__file__).with_name("malloc_peak.c")
 _BUILT: dict[str, Path] = {}
@@ -94,13 +94,8 @@ def cell_peaks(
         warm = CpuDevice().heap is None
     nb = nbformat.read(str(notebook), as_version=4)
     cells = [c.source for c in nb.cells if c.cell_type == "code"]
-    env = dict(os.environ, LD_PRELOAD=str(library()))
-    km = KernelManager(kernel_name="python3")
-    km.start_kernel(env=env, cwd=str(notebook.parent))
-    kc = km.client()
-    kc.start_channels()
+    km, kc = start_kernel({"LD_PRELOAD": str(library())}, cwd=str(notebook.parent))
     try:
-        kc.wait_for_ready(timeout=60)
         _run(kc, SETUP, timeout, silent=True)
         peaks: list[tuple[int, int]] = []
         for code in cells:

@@ -21,15 +21,20 @@ BOOTSTRAP = '__import__("vramscope")._bootstrap()'
 Msg = dict[str, Any]
 
 
-def start_kernel(env: dict[str, str] | None) -> tuple[KernelManager, BlockingKernelClient]:
+def start_kernel(
+    env: dict[str, str] | None, cwd: str | None = None
+) -> tuple[KernelManager, BlockingKernelClient]:
     """A kernel and a client that had its first reply. A kernel that died before replying is
     started once more, on new ports: jupyter_client picks five free TCP ports and the kernel
     binds them a moment later, and on a machine where three test workers start kernels and
     open connections, another process took one meanwhile ("Address already in use", the
-    kernel dead before its first reply: fresh run 95)."""
+    kernel dead before its first reply: fresh run 95). ``env``: variables on top of this
+    process's; ``cwd``: the kernel's folder."""
     for attempt in (1, 2):
         km = KernelManager(kernel_name="python3")
-        km.start_kernel(**({"env": {**os.environ, **env}} if env else {}))
+        km.start_kernel(
+            **({"env": {**os.environ, **env}} if env else {}), **({"cwd": cwd} if cwd else {})
+        )
         kc: BlockingKernelClient = km.client()
         kc.start_channels()
         try:

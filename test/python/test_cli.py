@@ -4,8 +4,10 @@ malloc'd bytes, no torch needed, so each run takes a few seconds)."""
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -24,6 +26,7 @@ from vramscope.cli.gates import (
     EXIT_REGRESSION,
     EXIT_USAGE,
 )
+from vramscope.cli.runner import ProfileClient
 from vramscope.exports import load_report
 
 pytestmark = pytest.mark.kernel
@@ -152,6 +155,42 @@ def test_timeout(tmp_path: Path) -> None:
     rc, _, err = run("profile", nb, "--timeout", "2")
     assert rc == EXIT_CELL_FAILED, err
     assert "code cell 1 (id 'slow', import time) timed out" in err
+
+
+def test_a_kernel_dead_before_its_first_reply_is_started_again(tmp_path: Path) -> None:
+    """One of the ports jupyter_client picked is taken before the kernel binds it (held here:
+    the kernel cannot bind its control port and dies): the run starts it again on new ports,
+    once, and profiles the notebook in it."""
+    held = socket.socket()
+    held.bind(("127.0.0.1", 0))
+    held.listen()
+    port = held.getsockname()[1]
+    managers: list[Any] = []
+
+    class PortTaken(ProfileClient):
+        def create_kernel_manager(self) -> Any:
+            km = super().create_kernel_manager()
+            if not managers:
+                km.cache_ports = False  # else its provisioner picks every port anew
+                km.control_port = port
+            managers.append(km)
+            return km
+
+    nb = nbformat.read(notebook(tmp_path / "two.ipynb", [("add", "print(1 + 1)")]), as_version=4)
+    report = tmp_path / "report.json"
+    report.touch()
+    try:
+        result = asyncio.run(
+            PortTaken(nb, timeout=60, resources={"metadata": {"path": str(tmp_path)}}).profile(
+                str(report)
+            )
+        )
+    finally:
+        held.close()
+    assert [km.control_port == port for km in managers] == [True, False]
+    assert result.failure is None
+    assert nb.cells[0].outputs[0]["text"] == "2\n"
+    assert [c["cell_id"] for c in result.report["cells"]] == ["add"]
 
 
 def test_usage_errors(tmp_path: Path) -> None:

@@ -22,6 +22,8 @@ BOOTSTRAP = '__import__("vramscope")._bootstrap()'
 #: CPU peaks of a headless run: "exact" (op by op, devices/exact.py) unless asked otherwise
 CPU_PEAK = "__import__('vramscope').settings(cpu_peak={!r})"
 PROBE = "__import__('vramscope.cli.probe', fromlist=['probe'])"
+#: jupyter_client's words for a kernel gone before it answered (KernelClient.wait_for_ready)
+KERNEL_DIED = "Kernel died before replying"
 
 
 @dataclass
@@ -65,9 +67,27 @@ class ProfileClient(NotebookClient):
         self._on_cell = on_cell
         self._cpu_peak = cpu_peak
         self._cell_id: Optional[str] = None
+        self._started_again = False
 
     def _kc(self) -> Any:
         return self.kc
+
+    async def async_start_new_kernel_client(self) -> Any:
+        """The kernel's client, once the kernel answered. A kernel that died before its first
+        reply is started once more, on new ports: jupyter_client picks free TCP ports that the
+        kernel binds a moment later, and another process can take one meanwhile ("Address
+        already in use": a CI machine running jobs side by side)."""
+        try:
+            return await super().async_start_new_kernel_client()
+        except RuntimeError as exc:
+            # nbclient has shut that kernel down and dropped its manager (its ports)
+            if self._started_again or KERNEL_DIED not in str(exc):
+                raise
+        self._started_again = True
+        self.log.warning("the kernel died before its first reply: starting it again")
+        self.create_kernel_manager()
+        await self.async_start_new_kernel()
+        return await super().async_start_new_kernel_client()
 
     def _execute_with_cell_id(self, code: str, **kwargs: Any) -> str:
         """``kc.execute`` with the notebook cell id in the request metadata."""
