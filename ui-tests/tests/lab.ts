@@ -468,17 +468,26 @@ export function sectionToggle(panel: Locator, title: string): Locator {
   return panel.locator(`.vramscope-Section-toggle[data-section="${title}"]`);
 }
 
-/** Open (or with `open` false, close) the panel's pane titled `title`. */
+/**
+ * Open (or with `open` false, close) the panel's pane titled `title`. Clicked again while it
+ * is not so: the headers move when the answer line above them changes height (advice
+ * arriving), and a click aimed at a header that moved between Playwright's hit test and the
+ * click falls beside it (fresh run 110: the Timeline stayed open for 30 s).
+ */
 export async function expandSection(
   panel: Locator,
   title: string,
   open = true
 ): Promise<void> {
   const toggle = sectionToggle(panel, title);
-  if ((await toggle.getAttribute('aria-expanded')) !== String(open)) {
-    await toggle.click();
-  }
-  await expect(toggle).toHaveAttribute('aria-expanded', String(open));
+  await expect(async () => {
+    if ((await toggle.getAttribute('aria-expanded')) !== String(open)) {
+      await toggle.click();
+    }
+    await expect(toggle).toHaveAttribute('aria-expanded', String(open), {
+      timeout: 2_000
+    });
+  }).toPass({ timeout: 30_000 });
 }
 
 /** How many pixels of the canvas `canvas` have ink (a non-zero alpha). */
