@@ -3,7 +3,7 @@
 A cell's record goes out after its execute reply (vramscope.after_reply). In a Run All the
 next cell starts before that: its records then wait here, and go out together, in one
 ``cells`` message (since 1.1), when the kernel is idle, or when the oldest has waited
-``MAX_WAIT_S``: at the next cell's start, or from a timer thread while a long cell runs (a
+``MAX_WAIT_S``: at the next cell's start, or from the sender thread while a long cell runs (a
 long cell never holds back the footers of the quick cells before it).
 One message for N quick cells costs one JSON encoding, one signature and one socket send
 instead of N: measured in a kernel, sending a ``cell`` message took ~0.25 ms of the main
@@ -20,24 +20,45 @@ from typing import Callable, Optional, Union
 
 from .messages.records import CellRecord, DeviceInfo, DeviceSample
 from .protocol import CellMessage, CellsMessage
+from .waker import Waker
 
 #: The longest a record waits for the kernel to go idle before it is sent anyway.
 MAX_WAIT_S = 0.25
 #: Records per ``cells`` message at most (a longer backlog goes in several).
 MAX_BATCH = 200
+#: The longest a cell's start waits for a new sender thread to set up (once per kernel).
+READY_WAIT_S = 0.5
+THREAD_NAME = "vramscope-cells"
 
 Pending = tuple[CellRecord, dict[str, DeviceSample]]
 
 
 class CellOutbox:
-    """Thread-safe: records are added on the main thread and taken there or by the timer."""
+    """Thread-safe: records are added on the main thread and taken there or by the sender.
 
-    def __init__(self, max_wait_s: float = MAX_WAIT_S) -> None:
+    The sender is one daemon thread, started at the first ``hold`` (before that cell's
+    readings) and kept: a thread started for each long cell (a ``threading.Timer``, as before)
+    made every cell of over ~0.3 s read ~36 KiB high. ipykernel gives each thread
+    that sends on IOPub a zmq socket of its own, built at its first message (inside the
+    cell) and dropped ~10 s after the thread ended (inside some later cell). The kept thread
+    builds its socket once, as it starts (``prepare_thread``), and the cell's start waits for
+    that."""
+
+    def __init__(
+        self,
+        max_wait_s: float = MAX_WAIT_S,
+        prepare_thread: Optional[Callable[[], None]] = None,
+    ) -> None:
         self._max_wait_s = max_wait_s
+        self._prepare_thread = prepare_thread
         self._pending: list[Pending] = []
         self._since = 0.0
         self._lock = threading.Lock()
-        self._timer: Optional[threading.Timer] = None
+        #: what the sender runs once the oldest record is due (armed by ``hold``)
+        self._overdue: Optional[Callable[[], None]] = None
+        self._thread: Optional[threading.Thread] = None
+        self._stop = threading.Event()
+        self._wake = Waker()
         #: held while a batch is taken and sent, so batches go out in order
         self.sending = threading.Lock()
 
@@ -55,31 +76,65 @@ class CellOutbox:
         return bool(self._pending) and time.monotonic() - self._since >= self._max_wait_s
 
     def hold(self, send_overdue: Callable[[], None]) -> None:
-        """A cell starts while records wait: ``send_overdue`` runs on a timer thread when the
-        oldest has waited ``max_wait_s``, unless they were taken before."""
+        """A cell starts while records wait: ``send_overdue`` runs on the sender thread when
+        the oldest has waited ``max_wait_s``, unless they were taken before."""
         with self._lock:
-            if not self._pending or self._timer is not None:
+            if not self._pending or self._overdue is not None:
                 return
-            delay = max(0.0, self._max_wait_s - (time.monotonic() - self._since))
-            self._timer = threading.Timer(delay, self._fire, (send_overdue,))
-            self._timer.daemon = True
-            self._timer.name = "vramscope-cells"
-        self._timer.start()
+            self._overdue = send_overdue
+        if not self.sender_running:
+            self._start_sender()
+        self._wake.wake()
+
+    @property
+    def sender_running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
 
     def take(self) -> list[Pending]:
         with self._lock:
             batch, self._pending = self._pending, []
-            timer, self._timer = self._timer, None
-        if timer is not None and timer is not threading.current_thread():
-            timer.cancel()
+            self._overdue = None
         return batch
 
     def clear(self) -> None:
         self.take()
 
-    def _fire(self, send_overdue: Callable[[], None]) -> None:
+    def close(self, timeout: float = 1.0) -> None:
+        """Stop the sender thread (idempotent); waiting records stay."""
+        thread, self._thread = self._thread, None
+        self._stop.set()
+        self._wake.wake()
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
+
+    def _start_sender(self) -> None:
+        """Start the sender and wait (at most ``READY_WAIT_S``) until it is set up."""
+        self._stop = threading.Event()
+        self._wake = Waker()
+        ready = threading.Event()
+        thread = threading.Thread(
+            target=self._run, args=(self._stop, self._wake, ready), name=THREAD_NAME, daemon=True
+        )
+        self._thread = thread
+        thread.start()
+        ready.wait(READY_WAIT_S)
+
+    def _run(self, stop: threading.Event, wake: Waker, ready: threading.Event) -> None:
         with contextlib.suppress(Exception):  # never raise on a thread nobody joins
-            send_overdue()
+            if self._prepare_thread is not None:
+                self._prepare_thread()
+        ready.set()
+        while not stop.is_set():
+            with self._lock:
+                send = self._overdue
+                left = self._since + self._max_wait_s - time.monotonic() if send else None
+                if send is not None and left is not None and left <= 0:
+                    self._overdue = None  # fired: the next ``hold`` arms it again
+            if send is not None and left is not None and left <= 0:
+                with contextlib.suppress(Exception):
+                    send()
+                continue
+            wake.wait(left)
 
 
 def cell_messages(

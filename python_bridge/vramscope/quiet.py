@@ -22,6 +22,7 @@ memory never lands in a cell.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
 import time
@@ -187,6 +188,24 @@ def iopub_sending() -> bool:
         return bool(events)
     except Exception:
         return False
+
+
+def open_iopub_pipe() -> None:
+    """Give the calling thread its IOPub pipe now. ipykernel gives every thread that sends
+    on IOPub a zmq socket of its own (``IOPubThread._event_pipe``: ~36 KiB of libzmq's
+    memory), built at the thread's first message: a bridge thread calls this as it starts,
+    so that its first message, maybe sent while a cell runs, builds nothing in the cell.
+    ``IOPubThread.schedule`` of a no-op builds it (and wakes the IOPub thread once). Never
+    raises."""
+    iopub = getattr(_kernel(), "iopub_thread", None)
+    schedule = getattr(iopub, "schedule", None)
+    if callable(schedule):
+        with contextlib.suppress(Exception):
+            schedule(_nothing)
+
+
+def _nothing() -> None:
+    pass
 
 
 def kernel_busy() -> bool:

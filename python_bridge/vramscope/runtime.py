@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any, cast
 
-from . import gcpause
+from . import gcpause, quiet
 from .after_reply import AfterReply
 from .bridge import Bridge
 from .cell_outbox import CellOutbox, cell_messages
@@ -60,7 +60,13 @@ class Runtime(Requests):
             },
             hello=self.hello,
         )
-        self.sampler = Sampler(self.read_all, self.ring, sink=self.bridge, on_error=self._internal)
+        self.sampler = Sampler(
+            self.read_all,
+            self.ring,
+            sink=self.bridge,
+            on_error=self._internal,
+            prepare_thread=quiet.open_iopub_pipe,
+        )
         self.recorder = CellRecorder(
             devices=lambda: self.devices,
             peak_policy=lambda: self.settings["cuda_peak_policy"],
@@ -71,7 +77,7 @@ class Runtime(Requests):
         self.after_reply = AfterReply(
             busy=lambda: self.recorder.running, on_error=lambda exc: self._internal(exc)
         )
-        self.outbox = CellOutbox()  # cell records waiting for their message
+        self.outbox = CellOutbox(prepare_thread=quiet.open_iopub_pipe)  # records to send
         self._model_ran = False  # the last cell ran a measured model call
         #: (model, layers) of the last insight broadcast whole, None: send the next whole
         self._layers_sent: tuple[Any, Any] | None = None
@@ -154,6 +160,7 @@ class Runtime(Requests):
     def shutdown(self) -> None:
         """Stop background work (kernel exit, extension unload); safe to call repeatedly."""
         self.sampler.stop()
+        self.outbox.close()
         with contextlib.suppress(Exception):
             self.insight.close()
         with contextlib.suppress(Exception):
@@ -321,7 +328,7 @@ class Runtime(Requests):
             self.after_reply.submit(self._run_insight, key="insight")
 
     def _send_overdue_cells(self) -> None:
-        """On the outbox's timer thread, while a long cell runs."""
+        """On the outbox's sender thread, while a long cell runs."""
         self._send_cells(with_self_bytes=False)  # selfmem walks objects the cell may change
 
     def _send_cells(self, with_self_bytes: bool) -> None:

@@ -10,13 +10,13 @@ sampler takes from ~1 ms to ~0.45 ms a second, and the IOPub thread's wake-ups b
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
 from collections import deque
 from typing import Callable, Protocol
 
 from .messages.records import Sample
+from .waker import Waker
 
 MAX_MESSAGES_PER_S = 4.0
 #: While a cell runs (the per-cell window is open) batches go out at most this often: each
@@ -68,24 +68,6 @@ class RingBuffer:
         return len(self._items)
 
 
-class Waker:
-    """A binary semaphore the sampler sleeps on between ticks: ``wait`` returns True when
-    ``wake`` was called (before or during it). A lock acquired with a timeout: on the 2-core
-    VM a wake-up cost the thread ~70 us of CPU this way, ~100 us with ``threading.Event``
-    (its condition variable), ten times a second."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._lock.acquire()
-
-    def wait(self, timeout: float) -> bool:
-        return self._lock.acquire(timeout=max(0.0, timeout))
-
-    def wake(self) -> None:
-        with contextlib.suppress(RuntimeError):  # a wake-up is already pending
-            self._lock.release()
-
-
 class Sampler:
     """A daemon thread that calls ``read_all`` per tick; rate changeable at runtime (0 = off)."""
 
@@ -95,8 +77,12 @@ class Sampler:
         ring: RingBuffer,
         sink: SampleSink | None = None,
         on_error: Callable[[BaseException], None] | None = None,
+        prepare_thread: Callable[[], None] | None = None,
     ) -> None:
         self._read_all = read_all
+        #: run first on the thread (vramscope.quiet.open_iopub_pipe: what the thread's first
+        #: message would set up, set up as it starts instead, not inside a cell later)
+        self._prepare_thread = prepare_thread
         self.ring = ring
         self.sink = sink
         self._on_error = on_error
@@ -210,6 +196,12 @@ class Sampler:
                 self._on_error(exc)
 
     def _run(self, stop: threading.Event) -> None:
+        if self._prepare_thread is not None:
+            try:
+                self._prepare_thread()
+            except Exception as exc:
+                if self._on_error is not None:
+                    self._on_error(exc)
         deadline = time.monotonic()
         while not stop.is_set():
             hz = self._hz

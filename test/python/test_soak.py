@@ -61,7 +61,7 @@ def _check(got: list[dict[str, Any]], prefix: str, n: int) -> None:
 
 def _self_bytes(s: Session, tag: str) -> int:
     """vramscope's own memory, as the next cell's message reports it. A cell's record can go
-    out on the outbox's timer thread while the kernel is busy, and then carries no self_bytes
+    out on the outbox's sender thread while the kernel is busy, and then carries no self_bytes
     (measuring it walks objects a running cell may change): try a few quick cells."""
     for i in range(5):
         data = s.cell("pass", f"{tag}-probe-{i}")
