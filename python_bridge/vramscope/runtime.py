@@ -33,6 +33,7 @@ from .sampler import RingBuffer, Sampler
 from .selfmem import SelfMemory
 from .settings import default_settings
 from .torch_baseline import BASELINE
+from .warmup import Warmup
 
 
 class Runtime(Requests):
@@ -78,6 +79,7 @@ class Runtime(Requests):
             busy=lambda: self.recorder.running, on_error=lambda exc: self._internal(exc)
         )
         self.outbox = CellOutbox(prepare_thread=quiet.open_iopub_pipe)  # records to send
+        self.warmup: Warmup | None = None  # set up by install
         self._model_ran = False  # the last cell ran a measured model call
         #: (model, layers) of the last insight broadcast whole, None: send the next whole
         self._layers_sent: tuple[Any, Any] | None = None
@@ -128,6 +130,8 @@ class Runtime(Requests):
             self._refresh_devices()
             self.sampler.set_rate(self.settings["sample_hz"])
             self.processes.start()
+            self.warmup = Warmup(shell)  # the kernel's one-time setups, before any cell
+            self.warmup.prepare()
             atexit.register(self.shutdown)
 
     def uninstall(self) -> None:
@@ -239,6 +243,8 @@ class Runtime(Requests):
 
     def _prepare_cell(self, info: Any) -> None:
         self._guard_hooks(drop_started=True)
+        if self.warmup is not None and not self.warmup.done:
+            self.warmup.prepare()
         # the previous cell's message and insight, if its reply left no time for them: done
         # before this cell's starting readings, never inside its measurement
         try:

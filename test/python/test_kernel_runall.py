@@ -79,3 +79,22 @@ def test_the_64_mib_cell_reads_exactly_64_mib(
     insight = k.comm_data(stream, "insight")["insight"]
     holders = {h["name"]: h["bytes"] for h in insight["holders"]}
     assert holders["x"] == size
+
+
+#: pyzmq's garbage collector runs (vramscope.warmup)
+ZMQ_GC = "__import__('zmq.utils.garbage').utils.garbage.gc.is_alive()"
+
+
+def test_the_kernels_one_time_setups_land_in_no_cell(kernel: tuple[KernelHarness, str]) -> None:
+    """vramscope.warmup: pyzmq's garbage collector (its first zero-copy send, ~100 KiB: the
+    64 MiB cell read +64.103 MiB when the debugger's first ``modules`` reply fell in it) runs
+    from the bridge's start, and IPython's history writer has read its page cache (~92 KiB:
+    a kernel's first cell, ``pass``, read +96 KiB)."""
+    k, stream = kernel
+    assert k.eval(ZMQ_GC) is True
+    records = run_all(k, stream, [("first", "pass"), ("second", "y = bytearray(2**20)")])
+    first = records["first"]["devices"]["cpu"]["delta_bytes"]
+    assert abs(first) < 24 * 1024, records["first"]
+    second = records["second"]["devices"]["cpu"]["delta_bytes"]
+    size = k.eval("y.__sizeof__()")
+    assert abs(second - size) < 24 * 1024, records["second"]
