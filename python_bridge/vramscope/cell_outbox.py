@@ -37,8 +37,8 @@ class CellOutbox:
     """Thread-safe: records are added on the main thread and taken there or by the sender.
 
     The sender is one daemon thread, started at the first ``hold`` (before that cell's
-    readings) and kept: a thread started for each long cell (a ``threading.Timer``, as before)
-    made every cell of over ~0.3 s read ~36 KiB high. ipykernel gives each thread
+    readings) and kept: a timer thread started for each long cell made every cell of over
+    ~0.3 s read ~36 KiB high. ipykernel gives each thread
     that sends on IOPub a zmq socket of its own, built at its first message (inside the
     cell) and dropped ~10 s after the thread ended (inside some later cell). The kept thread
     builds its socket once, as it starts (``prepare_thread``), and the cell's start waits for
@@ -83,7 +83,12 @@ class CellOutbox:
                 return
             self._overdue = send_overdue
         if not self.sender_running:
-            self._start_sender()
+            try:
+                self._start_sender()
+            except BaseException:
+                with self._lock:  # no thread (can't start new thread): the next hold tries again
+                    self._overdue, self._thread = None, None
+                raise
         self._wake.wake()
 
     @property

@@ -159,6 +159,11 @@ def _control_stream() -> Optional[object]:
     return getattr(_kernel(), "control_stream", None)
 
 
+def in_kernel() -> bool:
+    """This process runs an ipykernel kernel (not a terminal IPython, not a plain script)."""
+    return _kernel() is not None
+
+
 def _kernel() -> Optional[object]:
     """ipykernel's running kernel: the ``Kernel`` singleton's instance, read from the class
     (traitlets' ``initialized()``/``instance()`` cost more than the checks that ask)."""
@@ -190,22 +195,21 @@ def iopub_sending() -> bool:
         return False
 
 
-def open_iopub_pipe() -> None:
+def open_iopub_pipe(max_wait_s: float = MAX_WAIT_S) -> None:
     """Give the calling thread its IOPub pipe now. ipykernel gives every thread that sends
     on IOPub a zmq socket of its own (``IOPubThread._event_pipe``: ~36 KiB of libzmq's
     memory), built at the thread's first message: a bridge thread calls this as it starts,
     so that its first message, maybe sent while a cell runs, builds nothing in the cell.
-    ``IOPubThread.schedule`` of a no-op builds it (and wakes the IOPub thread once). Never
+    ``IOPubThread.schedule`` of a call builds it; waiting (at most ``max_wait_s``) until the
+    IOPub thread has run that call covers its side too (taking in the new pipe). Never
     raises."""
     iopub = getattr(_kernel(), "iopub_thread", None)
     schedule = getattr(iopub, "schedule", None)
     if callable(schedule):
+        done = threading.Event()
         with contextlib.suppress(Exception):
-            schedule(_nothing)
-
-
-def _nothing() -> None:
-    pass
+            schedule(done.set)
+            done.wait(max_wait_s)
 
 
 def kernel_busy() -> bool:

@@ -16,7 +16,13 @@ Measured in a Run All of ``import torch`` / a model and an Adam step / a 64 MiB 
   the first stored cell's input, written while that cell runs, or later on a loaded
   machine: the first cell of a kernel forked with torch imported read ``import torch`` as
   +96 KiB, and it can fall into a later cell. ``history_writer`` runs one read on that
-  connection (its ``check_same_thread`` is off: IPython shares it across threads).
+  connection (the writer thread's own; IPython opens it with ``check_same_thread`` off, and
+  SQLite serialises the two threads' calls: a read takes no write lock).
+
+Not covered: IPython stops its history writer before every ``os.fork`` (a DataLoader's
+fork workers) and starts a new one, with a new connection, at the next stored cell, inside
+it; and the read waits (sqlite's busy timeout, 5 s) while another process commits to the same
+history file.
 
 ``prepare`` runs both; each is done once (a step whose object is not there yet, such as a
 history thread still connecting, is tried again at the next cell's start). Never raises.
@@ -27,6 +33,8 @@ from __future__ import annotations
 import sys
 from typing import Any, Callable
 
+from . import quiet
+
 #: what a read on the history writer's connection selects (IPython's own table)
 HISTORY_READ = "SELECT 1 FROM history LIMIT 1"
 
@@ -36,8 +44,8 @@ def zmq_gc() -> bool:
     in this process yet (nothing to set up)."""
     zmq = sys.modules.get("zmq")
     garbage = sys.modules.get("zmq.utils.garbage")
-    if zmq is None:
-        return False
+    if zmq is None or not quiet.in_kernel():
+        return False  # no kernel (a terminal IPython): no sends, nothing to set up
     collector = getattr(garbage, "gc", None)
     if collector is not None and collector.is_alive() and getattr(collector, "_push", None):
         return True

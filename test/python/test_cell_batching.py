@@ -34,7 +34,7 @@ def test_outbox_waits_then_is_due() -> None:
 def test_one_sender_thread_prepared_once_sends_what_is_overdue() -> None:
     prepared: list[str] = []
     fired: list[tuple[str, list[str]]] = []
-    box = CellOutbox(max_wait_s=0.05, prepare_thread=lambda: prepared.append(_thread_name()))
+    box = CellOutbox(max_wait_s=0.5, prepare_thread=lambda: prepared.append(_thread_name()))
 
     def send() -> None:
         fired.append((_thread_name(), [r["cell_id"] for r, _ in box.take()]))
@@ -53,7 +53,7 @@ def test_one_sender_thread_prepared_once_sends_what_is_overdue() -> None:
         box.add(_record(2), {})  # type: ignore[arg-type]
         box.hold(send)
         assert [r["cell_id"] for r, _ in box.take()] == ["c2"]
-        time.sleep(0.15)
+        time.sleep(0.7)  # past when it was due
         assert len(fired) == 1
         # the same thread again, set up once
         box.add(_record(3), {})  # type: ignore[arg-type]
@@ -159,4 +159,4 @@ def test_a_long_cell_does_not_hold_back_the_records_queued_before_it(
     # the sleep allocates nothing, and sending the quick cells' records from the bridge's
     # thread inside it builds nothing that stays: a thread started for the send (a timer)
     # got ipykernel's IOPub socket of its own there, and the cell read +36 KiB
-    assert abs(record["devices"]["cpu"]["delta_bytes"]) < 8 * 1024, record
+    assert abs(record["devices"]["cpu"]["delta_bytes"]) < 20 * 1024, record

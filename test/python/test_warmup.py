@@ -7,7 +7,7 @@ import sqlite3
 import threading
 from types import SimpleNamespace
 
-from vramscope.warmup import HISTORY_READ, Warmup, history_writer
+from vramscope.warmup import HISTORY_READ, Warmup, history_writer, zmq_gc
 
 
 class _Connection:
@@ -47,8 +47,20 @@ def test_history_writer_reads_once_connected() -> None:
 
 def test_nothing_to_set_up_is_done() -> None:
     assert history_writer(SimpleNamespace()) is True  # not IPython
-    assert history_writer(_shell(None, enabled=False)) is True  # history off
+    off = _shell(None, enabled=False)
+    try:
+        assert history_writer(off) is True  # history off
+    finally:
+        off.stop.set()
     assert history_writer(_shell(None, alive=False)) is True  # the writer thread ended
+
+
+def test_no_kernel_no_zmq_setup() -> None:
+    """Outside a kernel (this test process: pyzmq imported, no ipykernel kernel) pyzmq's
+    collector is not started: nothing sends there."""
+    import zmq  # noqa: F401  (imported, as in a terminal IPython that has it)
+
+    assert zmq_gc() is False
 
 
 def test_steps_not_ready_are_tried_again_and_failures_given_up() -> None:
